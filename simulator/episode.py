@@ -1,0 +1,216 @@
+"""Python policy interface and the episode driver for planners (MCPP) using the atomic launch.
+
+The event loop, draws and launches are the compiled functions of
+:mod:`simulator.engine`; only the decision itself calls back into Python, so
+a planner (which runs its own compiled kernel) sees exactly the simulator's
+semantics. A policy implements :class:`Policy`; at each decision it receives a
+:class:`DecisionView` and returns per-node (model, count) arrays or ``None``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from .arrays import DagArrays
+from .engine import (
+    DECISIONS,
+    ENDED,
+    N_INFLIGHT,
+    NEED_DECISION_IDLE,
+    PLANNER_CALLS,
+    REASON,
+    REASONS,
+    ROLLOUTS,
+    BUDGET_LEFT,
+    DEADLINE,
+    T,
+    EpisodeState,
+    advance,
+    launch_atomic,
+    new_state,
+    no_progress_reason,
+    ready_nodes,
+    total_cost,
+)
+
+
+@dataclass
+class DecisionView:
+    """What a planner knows at a decision (``policies.md``, planner state).
+
+    In-flight batches are listed by node; their attempts' exact remaining
+    times are ``remaining[ptr[q]:ptr[q+1]]`` (only attempts still running),
+    ``already_success[q]`` tells whether an attempt of that batch already
+    finished with a success. Their other outcomes are unknown to the planner.
+    """
+
+    arr: DagArrays
+    t: float
+    budget_left: float
+    deadline: float
+    completed: np.ndarray  # bool (n,)
+    ready: np.ndarray  # int64 node positions, pool order
+    inflight_node: np.ndarray  # int64 (K,)
+    inflight_model: np.ndarray  # int64 (K,)
+    already_success: np.ndarray  # bool (K,)
+    remaining_ptr: np.ndarray  # int64 (K+1,)
+    remaining: np.ndarray  # float64 remaining times of unfinished attempts
+    seed: int
+    dag: int
+    trial: int
+    decision_index: int
+
+    @property
+    def remaining_time(self) -> float:
+        return self.deadline - self.t
+
+
+class Policy(Protocol):
+    """A decision rule plugged into :func:`run_policy_episode` through the atomic launch."""
+
+    name: str
+
+    def reset(self, arr: DagArrays, seed: int, dag: int, trial: int) -> None:
+        """Called once before an episode (build per-episode tables here)."""
+
+    def act(self, view: DecisionView) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per-node (model position, count) arrays of length n; count >= 1 on every ready node."""
+
+    def episode_diagnostics(self) -> dict:
+        """Summary of the episode's decisions, merged into the episode record."""
+
+
+@dataclass
+class EpisodeResult:
+    """Result of one episode (``simulator.md``, "Result of an episode")."""
+
+    success: bool
+    termination_reason: str
+    makespan: float
+    deadline: float
+    total_cost: float
+    planner_calls: int
+    planner_wall_ms: float
+    total_rollouts: int
+    completion_fraction: float
+    node_completed: np.ndarray
+    node_started: np.ndarray
+    node_finished: np.ndarray
+    node_success: np.ndarray
+    node_cost: np.ndarray
+    diagnostics: dict = field(default_factory=dict)
+
+    @property
+    def remaining_deadline(self) -> float:
+        return self.deadline - self.makespan
+
+
+class _InflightAttempts:
+    """Absolute end times and successes of the attempts of each in-flight batch."""
+
+    def __init__(self, n: int) -> None:
+        self.ends: list[np.ndarray | None] = [None] * n
+        self.succ: list[np.ndarray | None] = [None] * n
+
+    def view_arrays(self, st: EpisodeState, t: float):
+        nodes = np.sort(st.inflight_list[: st.cnt[N_INFLIGHT]])
+        models = st.batch_model[nodes]
+        already = np.zeros(len(nodes), dtype=np.bool_)
+        ptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+        rem: list[np.ndarray] = []
+        for q, v in enumerate(nodes):
+            ends, succ = self.ends[v], self.succ[v]
+            done = ends <= t
+            already[q] = bool(np.any(succ & done))
+            r = ends[~done] - t
+            rem.append(r)
+            ptr[q + 1] = ptr[q] + len(r)
+        remaining = np.concatenate(rem) if rem else np.zeros(0)
+        return nodes.astype(np.int64), models, already, ptr, remaining
+
+
+def run_policy_episode(
+    arr: DagArrays,
+    policy: Policy,
+    budget: float,
+    deadline: float,
+    seed: int,
+    dag: int,
+    trial: int,
+) -> EpisodeResult:
+    """Run one episode of ``policy`` with the atomic launch and a hard deadline."""
+    st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
+    policy.reset(arr, seed, dag, trial)
+    attempts = _InflightAttempts(arr.n)
+    ready_buf = np.empty(arr.n, dtype=np.int64)
+    wall = 0.0
+    mask = np.zeros(arr.m, dtype=np.bool_)
+    mask[getattr(policy, "model_positions", lambda a: np.arange(a.m))(arr)] = True
+    cap = np.full(arr.n, np.inf)
+    while True:
+        code = advance(arr, st)
+        if code == ENDED:
+            break
+        n_ready = ready_nodes(arr, st, ready_buf)
+        t = float(st.scal[T])
+        nodes, models, already, ptr, remaining = attempts.view_arrays(st, t)
+        view = DecisionView(
+            arr=arr,
+            t=t,
+            budget_left=float(st.scal[BUDGET_LEFT]),
+            deadline=float(st.scal[DEADLINE]),
+            completed=st.completed.copy(),
+            ready=ready_buf[:n_ready].copy(),
+            inflight_node=nodes,
+            inflight_model=models,
+            already_success=already,
+            remaining_ptr=ptr,
+            remaining=remaining,
+            seed=seed,
+            dag=dag,
+            trial=trial,
+            decision_index=int(st.cnt[DECISIONS]),
+        )
+        t0 = time.perf_counter()
+        action = policy.act(view) if n_ready else None
+        wall += time.perf_counter() - t0
+        st.cnt[PLANNER_CALLS] += 1 if n_ready else 0
+        st.cnt[DECISIONS] += 1
+        if action is not None:
+            act_model, act_count = (np.asarray(a, dtype=np.int64) for a in action)
+            total = int(act_count[view.ready].clip(min=0).sum())
+            lat_out = np.empty(max(total, 1))
+            succ_out = np.empty(max(total, 1), dtype=np.bool_)
+            if launch_atomic(arr, st, view.ready, n_ready, act_model, act_count, lat_out, succ_out):
+                break
+            i = 0
+            for v in view.ready:
+                c = int(act_count[v])
+                attempts.ends[v] = t + lat_out[i : i + c]
+                attempts.succ[v] = succ_out[i : i + c].copy()
+                i += c
+        if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
+            st.cnt[REASON] = no_progress_reason(arr, st, mask, False, cap)
+            break
+    reason = int(st.cnt[REASON])
+    return EpisodeResult(
+        success=reason == 0,
+        termination_reason=REASONS[reason],
+        makespan=float(st.scal[T]),
+        deadline=float(deadline),
+        total_cost=float(total_cost(st)),
+        planner_calls=int(st.cnt[PLANNER_CALLS]),
+        planner_wall_ms=wall * 1000.0,
+        total_rollouts=int(st.cnt[ROLLOUTS]),
+        completion_fraction=float(st.completed.mean()),
+        node_completed=st.completed.copy(),
+        node_started=st.num_started.copy(),
+        node_finished=st.num_finished.copy(),
+        node_success=st.num_success.copy(),
+        node_cost=st.node_cost.copy(),
+        diagnostics=policy.episode_diagnostics() or {},
+    )
