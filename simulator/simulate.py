@@ -1,0 +1,253 @@
+"""Batch simulation API: many trials of one method on one DAG, scored per deadline.
+
+This is the one entry point used by the command line (``python -m simulator
+simulate``) and by the experiment harness (``run_shard.py``):
+
+* baselines are simulated once per budget with D = inf (compiled loop) and
+  scored for any number of deadlines (:meth:`EpisodeBatch.records`);
+* planners (MCPP) run per (budget, deadline) cell with the hard deadline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .arrays import CostSetting, DagArrays, dag_arrays
+from .baselines import baseline_params, run_baseline_trials, run_baseline_trials_parallel
+from .engine import REASONS
+from .episode import run_policy_episode
+from .errors import ConfigError
+from .methods import is_baseline, make_policy
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Every setting that changes results (recorded with the results)."""
+
+    seed: int = 42
+    cost: CostSetting = field(default_factory=CostSetting)
+    mcpp: Mapping[str, Any] = field(default_factory=dict)
+    planning: Mapping[str, Any] = field(default_factory=dict)  # see simulator.planning
+
+
+@dataclass
+class EpisodeBatch:
+    """Per-trial results of one method on one DAG under one budget (and deadline)."""
+
+    method: str
+    dag: int
+    budget: float
+    deadline: float  # the deadline simulated (inf for baselines)
+    trials: np.ndarray
+    reason: np.ndarray  # int codes into engine.REASONS
+    makespan: np.ndarray
+    total_cost: np.ndarray
+    completion_fraction: np.ndarray
+    total_rollouts: np.ndarray
+    planner_calls: np.ndarray
+    planner_wall_ms: np.ndarray
+    node_stats: np.ndarray  # int64 (T, n, 4): completed, started, finished, successes
+    node_cost: np.ndarray  # float64 (T, n)
+    diagnostics: list[dict] = field(default_factory=list)
+
+    @property
+    def deadline_enforced(self) -> bool:
+        return math.isfinite(self.deadline)
+
+    @property
+    def completed(self) -> np.ndarray:
+        return self.reason == 0
+
+    def on_time(self, deadline: float) -> np.ndarray:
+        """On-time success at ``deadline``: completed and makespan <= deadline."""
+        return self.completed & (self.makespan <= deadline)
+
+    def records(self, deadline: float | None = None) -> list[dict]:
+        """One record per trial, scored at ``deadline`` (default: the simulated one).
+
+        A baseline run with D = inf that is still going at ``deadline`` is
+        reported as it would have ended under that deadline: reason
+        ``deadline_exhausted`` and makespan = deadline; the uncapped time is
+        kept in ``makespan_unconstrained``.
+        """
+        D = self.deadline if deadline is None else float(deadline)
+        on_time = self.on_time(D)
+        out = []
+        for q in range(len(self.trials)):
+            mk = float(self.makespan[q])
+            late = mk > D
+            rec = {
+                "exec_trial": int(self.trials[q]),
+                "method": self.method,
+                "budget": float(self.budget),
+                "deadline": D,
+                "deadline_enforced": self.deadline_enforced,
+                "success": bool(self.completed[q]),
+                "on_time_success": bool(on_time[q]),
+                "termination_reason": "deadline_exhausted" if late else REASONS[self.reason[q]],
+                "makespan": D if late else mk,
+                "makespan_unconstrained": mk,
+                "remaining_deadline": max(D - mk, 0.0) if math.isfinite(D) else None,
+                "total_cost": float(self.total_cost[q]),
+                "total_rollouts": int(self.total_rollouts[q]),
+                "completion_fraction": float(self.completion_fraction[q]),
+                "planner_calls": int(self.planner_calls[q]),
+                "planner_wall_ms": float(self.planner_wall_ms[q]),
+            }
+            if self.diagnostics:
+                rec.update(self.diagnostics[q])
+            out.append(rec)
+        return out
+
+
+def simulate_baseline(
+    arr: DagArrays,
+    method: str,
+    budget: float,
+    trials: Sequence[int],
+    seed: int,
+    dag: int,
+    parallel: bool = False,
+) -> EpisodeBatch:
+    """Simulate a baseline with D = inf (score it with :meth:`EpisodeBatch.records`)."""
+    seq_k, share_kind, weights = baseline_params(arr, method)
+    tr = np.asarray(trials, dtype=np.int64)
+    T = len(tr)
+    out_f = np.zeros((T, 3))
+    out_i = np.zeros((T, 3), dtype=np.int64)
+    node_i = np.zeros((T, arr.n, 4), dtype=np.int64)
+    node_c = np.zeros((T, arr.n))
+    fn = run_baseline_trials_parallel if parallel else run_baseline_trials
+    fn(arr, seq_k, share_kind, weights, float(budget), int(seed), int(dag), tr, out_f, out_i, node_i, node_c)
+    return EpisodeBatch(
+        method=method,
+        dag=dag,
+        budget=float(budget),
+        deadline=math.inf,
+        trials=tr,
+        reason=out_i[:, 0].copy(),
+        makespan=out_f[:, 0].copy(),
+        total_cost=out_f[:, 1].copy(),
+        completion_fraction=out_f[:, 2].copy(),
+        total_rollouts=out_i[:, 1].copy(),
+        planner_calls=out_i[:, 2].copy(),
+        planner_wall_ms=np.zeros(T),
+        node_stats=node_i,
+        node_cost=node_c,
+    )
+
+
+def simulate_policy(
+    arr: DagArrays,
+    method: str,
+    budget: float,
+    deadline: float,
+    trials: Sequence[int],
+    seed: int,
+    dag: int,
+    params: Mapping[str, Any] | None = None,
+    planning_arr: DagArrays | None = None,
+    progress=None,
+) -> EpisodeBatch:
+    """Simulate a Python policy (MCPP) with the hard deadline, one episode per trial."""
+    policy = make_policy(method, params, planning_arr)
+    results = []
+    for trial in trials:
+        results.append(run_policy_episode(arr, policy, budget, deadline, seed, dag, int(trial)))
+        if progress is not None:
+            progress(1)
+    T = len(results)
+    node_i = np.zeros((T, arr.n, 4), dtype=np.int64)
+    node_c = np.zeros((T, arr.n))
+    for q, r in enumerate(results):
+        node_i[q, :, 0] = r.node_completed
+        node_i[q, :, 1] = r.node_started
+        node_i[q, :, 2] = r.node_finished
+        node_i[q, :, 3] = r.node_success
+        node_c[q] = r.node_cost
+    return EpisodeBatch(
+        method=method,
+        dag=dag,
+        budget=float(budget),
+        deadline=float(deadline),
+        trials=np.asarray(trials, dtype=np.int64),
+        reason=np.array([REASONS.index(r.termination_reason) for r in results], dtype=np.int64),
+        makespan=np.array([r.makespan for r in results]),
+        total_cost=np.array([r.total_cost for r in results]),
+        completion_fraction=np.array([r.completion_fraction for r in results]),
+        total_rollouts=np.array([r.total_rollouts for r in results], dtype=np.int64),
+        planner_calls=np.array([r.planner_calls for r in results], dtype=np.int64),
+        planner_wall_ms=np.array([r.planner_wall_ms for r in results]),
+        node_stats=node_i,
+        node_cost=node_c,
+        diagnostics=[r.diagnostics for r in results],
+    )
+
+
+def planning_arrays(pool, dag_idx: int, settings: RunSettings, planning_pool=None) -> DagArrays | None:
+    """The planner's statistics for this DAG (None: same as execution)."""
+    if not settings.planning and planning_pool is None:
+        return None
+    from .planning import make_planning_arrays
+
+    return make_planning_arrays(pool, dag_idx, settings, planning_pool)
+
+
+def simulate_dag_budget(
+    pool,
+    dag_idx: int,
+    budget: float,
+    deadlines: Sequence[float],
+    methods: Sequence[str],
+    trials: Sequence[int],
+    settings: RunSettings,
+    planning_pool=None,
+    progress=None,
+) -> list[dict]:
+    """All records of one DAG under one budget: baselines once, planners per deadline.
+
+    Returns one record per (deadline, method, trial) with the DAG fields
+    (``dag_idx``, ``dag_kind``, ``problem_id``, ``n_nodes``) filled in; the
+    harness adds the grid-cell fields.
+    """
+    if not deadlines:
+        raise ConfigError("no deadlines given for this budget")
+    stats = pool[dag_idx]
+    arr = dag_arrays(pool, dag_idx, settings.cost)
+    dag_key = int(stats.index)
+    base = {
+        "dag_idx": dag_key,
+        "dag_kind": stats.dag_kind,
+        "problem_id": stats.problem_id,
+        "n_nodes": stats.n_nodes,
+        "budget_cost_mode": arr_mode(settings),
+    }
+    records: list[dict] = []
+    plan = None
+    for method in methods:
+        if is_baseline(method):
+            batch = simulate_baseline(arr, method, budget, trials, settings.seed, dag_key)
+            for D in deadlines:
+                records.extend({**base, **r} for r in batch.records(D))
+            if progress is not None:
+                progress(len(trials) * len(deadlines))
+        else:
+            if plan is None:
+                plan = planning_arrays(pool, dag_idx, settings, planning_pool)
+            for D in deadlines:
+                batch = simulate_policy(
+                    arr, method, budget, D, trials, settings.seed, dag_key, settings.mcpp, plan, progress
+                )
+                records.extend({**base, **r} for r in batch.records())
+    return records
+
+
+def arr_mode(settings: RunSettings) -> str:
+    from .costs import normalize_cost_mode
+
+    return normalize_cost_mode(settings.cost.cost_mode)
