@@ -20,8 +20,11 @@ def install(bin_dir: Path, monkeypatch, log_path: Path | None = None) -> Path:
     """Put an executable ``lake`` running this script first on PATH (pytest helper)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     exe = bin_dir / "lake"
-    exe.write_text(f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(Path(__file__).resolve())!r}, "
-                   "run_name='__main__')\n", encoding="utf-8")
+    script = str(Path(__file__).resolve())
+    exe.write_text(
+        f"#!{sys.executable}\nimport runpy\nrunpy.run_path({script!r}, run_name='__main__')\n",
+        encoding="utf-8",
+    )
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     if log_path is not None:

@@ -170,7 +170,9 @@ def _real_lean_ready() -> bool:
 @pytest.mark.skipif(not _real_lean_ready(), reason="Lean 4.15.0 + Mathlib not installed")
 def test_real_lean_check():
     checker = LeanChecker(timeout_sec=600)
-    good = checker.check("theorem t (a b : ℝ) : (a - b)^2 ≥ 0 := by\n  nlinarith [sq_nonneg (a - b)]")
+    good = checker.check(
+        "theorem t (a b : ℝ) : (a - b)^2 ≥ 0 := by\n  nlinarith [sq_nonneg (a - b)]"
+    )
     assert good.lean_verify, good.messages
     sorry = checker.check("theorem t (a : ℝ) : a ^ 2 ≥ 0 := by sorry")
     assert sorry.lean_pass and not sorry.lean_verify

@@ -1,0 +1,85 @@
+"""Per-node statistics shared by every pool builder (one definition of a template).
+
+A template summarises the empirical rows of one (node, model):
+``success_prob`` = mean success, ``lat_mean``/``lat_std`` = mean and population
+standard deviation (ddof 0) of latency, ``cost_mean``/``token_cost_mean`` = mean
+cost and mean output tokens. Keeping this in one place guarantees that the
+loader-built pools, the ProofFlow pools and the aligned pools agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+INF = float("inf")
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return math.fsum(xs) / len(xs)
+
+
+def _pstd(xs: Sequence[float]) -> float:
+    m = _mean(xs)
+    return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / len(xs))
+
+
+def template_from_rows(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Template of a non-empty list of empirical rows (``latency``, ``success``, ``cost``...)."""
+    if not rows:
+        raise ValueError("a template needs at least one row")
+    lat = [float(r["latency"]) for r in rows]
+    suc = [1.0 if r["success"] else 0.0 for r in rows]
+    cost = [float(r.get("cost", r.get("token_cost", r["latency"]))) for r in rows]
+    tok = [float(r.get("token_cost", r.get("cost", r["latency"]))) for r in rows]
+    return {
+        "success_prob": _mean(suc),
+        "lat_mean": _mean(lat),
+        "lat_std": _pstd(lat),
+        "cost_mean": _mean(cost),
+        "token_cost_mean": _mean(tok),
+    }
+
+
+def unavailable_template() -> dict[str, Any]:
+    """Template of a model imputed as unavailable on a node (never chosen by a policy)."""
+    return {
+        "success_prob": 0.0,
+        "lat_mean": INF,
+        "lat_std": 0.0,
+        "cost_mean": INF,
+        "token_cost_mean": INF,
+        "imputed": True,
+    }
+
+
+def node_depths(parents: dict[int, Iterable[int]]) -> dict[int, int]:
+    """Longest-path depth from a root (roots have depth 0); assumes a DAG."""
+    depth: dict[int, int] = {}
+
+    def visit(v: int, stack: set[int]) -> int:
+        if v in depth:
+            return depth[v]
+        if v in stack:
+            raise ValueError(f"cycle through node {v}")
+        stack.add(v)
+        d = 0
+        for p in parents[v]:
+            d = max(d, visit(p, stack) + 1)
+        stack.discard(v)
+        depth[v] = d
+        return d
+
+    for v in parents:
+        visit(v, set())
+    return depth
+
+
+def children_of(parents: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Inverse adjacency, children listed in node order."""
+    ch: dict[int, list[int]] = {v: [] for v in parents}
+    for v, ps in parents.items():
+        for p in ps:
+            ch[p].append(v)
+    return ch
