@@ -29,7 +29,14 @@ LATENCY_DISTS = ("lognormal", "gamma", "gaussian")
 
 
 class DagArrays(NamedTuple):
-    """Compiled-code view of one DAG (n nodes, m models)."""
+    """Compiled-code view of one DAG (n nodes, m models).
+
+    The per-(node, model) tables and the rows are also packed into two arrays
+    (``tmpl`` and ``rows``; the named fields are views into them) so that hot
+    compiled loops unpack a handful of arrays once instead of touching many
+    tuple fields (each field access costs a reference-count update in numba).
+    Build it with :func:`make_dag_arrays`.
+    """
 
     n: int
     m: int
@@ -39,18 +46,90 @@ class DagArrays(NamedTuple):
     child_idx: np.ndarray  # int64
     node_ids: np.ndarray  # int64 (n,) pool node ids (launch tie-break)
     available: np.ndarray  # bool (n, m)
-    p: np.ndarray  # float64 (n, m) success probability (row mean when rows exist)
-    lat_mean: np.ndarray  # float64 (n, m) template latency mean (parametric draws)
-    lat_std: np.ndarray  # float64 (n, m)
-    tmpl_charge: np.ndarray  # float64 (n, m) charge of a parametric attempt
-    kappa: np.ndarray  # float64 (n, m) expected attempt cost in the cost mode
+    tmpl: np.ndarray  # float64 (5, n, m): p, lat_mean, lat_std, tmpl_charge, kappa
+    rows: np.ndarray  # float64 (3, R): latency, success (0/1), charge
+    p: np.ndarray  # view tmpl[0]: success probability (row mean when rows exist)
+    lat_mean: np.ndarray  # view tmpl[1]: template latency mean (parametric draws)
+    lat_std: np.ndarray  # view tmpl[2]
+    tmpl_charge: np.ndarray  # view tmpl[3]: charge of a parametric attempt
+    kappa: np.ndarray  # view tmpl[4]: expected attempt cost in the cost mode
     row_ptr: np.ndarray  # int64 (n*m+1,)
-    row_lat: np.ndarray  # float64
-    row_succ: np.ndarray  # bool
-    row_charge: np.ndarray  # float64 charged cost of each row in the cost mode
+    row_lat: np.ndarray  # view rows[0]
+    row_succ: np.ndarray  # bool copy of rows[1] (for readers; compiled code reads rows)
+    row_charge: np.ndarray  # view rows[2]: charged cost of each row in the cost mode
     legacy: np.ndarray  # int64 (n,) model the baselines use on each node
     charge_is_latency: bool  # lat_mean mode: an attempt is charged its latency
     lat_dist: int  # 0 lognormal, 1 gamma, 2 gaussian
+
+
+TMPL_P, TMPL_LAT_MEAN, TMPL_LAT_STD, TMPL_CHARGE, TMPL_KAPPA = 0, 1, 2, 3, 4
+ROW_LAT, ROW_SUCC, ROW_CHARGE = 0, 1, 2
+
+
+def make_dag_arrays(
+    *,
+    parent_ptr,
+    parent_idx,
+    child_ptr,
+    child_idx,
+    node_ids,
+    available,
+    p,
+    lat_mean,
+    lat_std,
+    tmpl_charge,
+    kappa,
+    row_ptr,
+    row_lat,
+    row_succ,
+    row_charge,
+    legacy,
+    charge_is_latency: bool,
+    lat_dist: int,
+) -> DagArrays:
+    """Pack the tables into :class:`DagArrays` (the one constructor everyone uses)."""
+    tmpl = np.ascontiguousarray(np.stack([p, lat_mean, lat_std, tmpl_charge, kappa]).astype(np.float64))
+    rows = np.ascontiguousarray(
+        np.stack([np.asarray(row_lat, float), np.asarray(row_succ, float), np.asarray(row_charge, float)])
+    ).reshape(3, -1)
+    n, m = available.shape
+    return DagArrays(
+        n=int(n),
+        m=int(m),
+        parent_ptr=np.ascontiguousarray(parent_ptr, dtype=np.int64),
+        parent_idx=np.ascontiguousarray(parent_idx, dtype=np.int64),
+        child_ptr=np.ascontiguousarray(child_ptr, dtype=np.int64),
+        child_idx=np.ascontiguousarray(child_idx, dtype=np.int64),
+        node_ids=np.ascontiguousarray(node_ids, dtype=np.int64),
+        available=np.ascontiguousarray(available, dtype=np.bool_),
+        tmpl=tmpl,
+        rows=rows,
+        p=tmpl[0],
+        lat_mean=tmpl[1],
+        lat_std=tmpl[2],
+        tmpl_charge=tmpl[3],
+        kappa=tmpl[4],
+        row_ptr=np.ascontiguousarray(row_ptr, dtype=np.int64),
+        row_lat=rows[0],
+        row_succ=rows[1] > 0.5,
+        row_charge=rows[2],
+        legacy=np.ascontiguousarray(legacy, dtype=np.int64),
+        charge_is_latency=bool(charge_is_latency),
+        lat_dist=int(lat_dist),
+    )
+
+
+def replace_tables(arr: DagArrays, **changes) -> DagArrays:
+    """A copy of ``arr`` with some tables replaced (keeps the packed arrays consistent)."""
+    fields = {
+        k: getattr(arr, k)
+        for k in (
+            "parent_ptr parent_idx child_ptr child_idx node_ids available p lat_mean lat_std "
+            "tmpl_charge kappa row_ptr row_lat row_succ row_charge legacy charge_is_latency lat_dist"
+        ).split()
+    }
+    fields.update(changes)
+    return make_dag_arrays(**fields)
 
 
 @dataclass(frozen=True)
@@ -131,9 +210,7 @@ def build_arrays(stats: DagStats, setting: CostSetting) -> DagArrays:
         if setting.legacy_model not in stats.model_ids:
             raise ConfigError(f"{where}unknown model {setting.legacy_model!r}; it has {list(stats.model_ids)}")
         legacy[:] = stats.model_ids.index(setting.legacy_model)
-    return DagArrays(
-        n=n,
-        m=m,
+    return make_dag_arrays(
         parent_ptr=stats.parent_ptr,
         parent_idx=stats.parent_idx,
         child_ptr=stats.child_ptr,

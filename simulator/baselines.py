@@ -18,19 +18,27 @@ from numba import njit, prange
 
 from .arrays import DagArrays
 from .engine import (
+    BUDGET,
+    BUDGET_LEFT,
+    COMPLETED_,
+    DISPATCHED,
     ENDED,
+    FINISHED,
     N_INFLIGHT,
     NEED_DECISION_IDLE,
+    NODE_COST,
+    NSUCCESS,
     PLANNER_CALLS,
     REASON,
     ROLLOUTS,
+    STARTED,
     T,
-    advance,
-    is_ready,
-    launch_per_attempt,
+    _advance,
+    _launch_per_attempt,
+    _no_progress_reason,
+    _ready,
     new_state,
-    no_progress_reason,
-    total_cost,
+    reset_state,
 )
 from .errors import ConfigError
 from .rng import STREAM_STATIC, make_key, uniform
@@ -107,56 +115,74 @@ def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, cou
 
 
 @njit(cache=True, nogil=True)
-def run_baseline_episode(arr, st, seq_k, static_count, cap, buf_a, req_model, req_count):
-    """Run one baseline episode to its end (state ``st`` fresh). ``seq_k`` = 0 means static."""
-    n = arr.n
-    mask = np.zeros(arr.m, dtype=np.bool_)
+def _run_episode(
+    n, m, parent_ptr, child_ptr, child_idx, node_ids, available, row_ptr, rows, tmpl, legacy, dist, cil,
+    scal, cnt, key, ni, nf, attempt_no, seq_k, static_count, cap, buf, req_model, req_count, mask,
+):  # fmt: skip
+    """One baseline episode to its end on a fresh state (unpacked arrays; ``seq_k`` = 0: static)."""
     while True:
-        code = advance(arr, st)
+        code = _advance(n, child_ptr, child_idx, scal, cnt, ni, nf)
         if code == ENDED:
             return
-        st.cnt[PLANNER_CALLS] += 1
+        cnt[PLANNER_CALLS] += 1
         for v in range(n):
             req_count[v] = 0
-            req_model[v] = arr.legacy[v]
-            if is_ready(arr, st, v):
+            req_model[v] = legacy[v]
+            if _ready(parent_ptr, ni, v):
                 if seq_k > 0:
                     req_count[v] = seq_k
-                elif not st.dispatched[v]:
+                elif ni[DISPATCHED, v] == 0:
                     req_count[v] = static_count[v]
-                    st.dispatched[v] = True
-        launch_per_attempt(arr, st, req_model, req_count, cap, buf_a)
-        if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
-            st.cnt[REASON] = no_progress_reason(arr, st, mask, True, cap)
+                    ni[DISPATCHED, v] = 1
+        _launch_per_attempt(
+            n, m, node_ids, available, row_ptr, rows, tmpl, dist, cil,
+            scal, cnt, key, ni, nf, attempt_no, req_model, req_count, cap, buf,
+        )  # fmt: skip
+        if code == NEED_DECISION_IDLE and cnt[N_INFLIGHT] == 0:
+            cnt[REASON] = _no_progress_reason(
+                n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf, mask, True, cap
+            )
             return
 
 
 @njit(cache=True, nogil=True)
-def _one_trial(arr, seq_k, share_kind, weights, budget, seed, dag, trial, q, out_f, out_i, node_i, node_c):
-    n = arr.n
+def _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c):
+    """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once."""
+    n, m = arr.n, arr.m
+    parent_ptr, child_ptr, child_idx = arr.parent_ptr, arr.child_ptr, arr.child_idx
+    node_ids, available, row_ptr, rows, tmpl = arr.node_ids, arr.available, arr.row_ptr, arr.rows, arr.tmpl
+    legacy, dist, cil = arr.legacy, arr.lat_dist, arr.charge_is_latency
+    st = new_state(n, m, budget, np.inf, seed, dag, 0)
+    scal, cnt, key, ni, nf, attempt_no = st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no
     cap = np.full(n, np.inf)
     count = np.zeros(n, dtype=np.int64)
-    if seq_k == 0:
-        _static_plan(arr, weights, share_kind == SHARE_RANDOM, budget, seed, dag, trial, cap, count)
-    st = new_state(n, arr.m, budget, np.inf, seed, dag, trial)
     buf = np.empty(n, dtype=np.int64)
     req_model = np.empty(n, dtype=np.int64)
     req_count = np.empty(n, dtype=np.int64)
-    run_baseline_episode(arr, st, seq_k, count, cap, buf, req_model, req_count)
-    done = 0
-    for v in range(n):
-        done += st.completed[v]
-        node_i[q, v, 0] = st.completed[v]
-        node_i[q, v, 1] = st.num_started[v]
-        node_i[q, v, 2] = st.num_finished[v]
-        node_i[q, v, 3] = st.num_success[v]
-        node_c[q, v] = st.node_cost[v]
-    out_f[q, 0] = st.scal[T]
-    out_f[q, 1] = total_cost(st)
-    out_f[q, 2] = done / n
-    out_i[q, 0] = st.cnt[REASON]
-    out_i[q, 1] = st.cnt[ROLLOUTS]
-    out_i[q, 2] = st.cnt[PLANNER_CALLS]
+    mask = np.zeros(m, dtype=np.bool_)
+    for q in range(q0, q1):
+        trial = trials[q]
+        if seq_k == 0:
+            _static_plan(arr, weights, share_kind == SHARE_RANDOM, budget, seed, dag, trial, cap, count)
+        reset_state(scal, cnt, key, ni, nf, attempt_no, budget, np.inf, seed, dag, trial)
+        _run_episode(
+            n, m, parent_ptr, child_ptr, child_idx, node_ids, available, row_ptr, rows, tmpl, legacy, dist,
+            cil, scal, cnt, key, ni, nf, attempt_no, seq_k, count, cap, buf, req_model, req_count, mask,
+        )  # fmt: skip
+        done = 0
+        for v in range(n):
+            done += ni[COMPLETED_, v]
+            node_i[q, v, 0] = ni[COMPLETED_, v]
+            node_i[q, v, 1] = ni[STARTED, v]
+            node_i[q, v, 2] = ni[FINISHED, v]
+            node_i[q, v, 3] = ni[NSUCCESS, v]
+            node_c[q, v] = nf[NODE_COST, v]
+        out_f[q, 0] = scal[T]
+        out_f[q, 1] = scal[BUDGET] - scal[BUDGET_LEFT]
+        out_f[q, 2] = done / n
+        out_i[q, 0] = cnt[REASON]
+        out_i[q, 1] = cnt[ROLLOUTS]
+        out_i[q, 2] = cnt[PLANNER_CALLS]
 
 
 @njit(cache=True, nogil=True)
@@ -167,8 +193,7 @@ def run_baseline_trials(arr, seq_k, share_kind, weights, budget, seed, dag, tria
     (reason, total_rollouts, planner_calls); node_i[q, v] = (completed,
     started, finished, successes); node_c[q, v] = node cost.
     """
-    for q in range(trials.shape[0]):
-        _one_trial(arr, seq_k, share_kind, weights, budget, seed, dag, trials[q], q, out_f, out_i, node_i, node_c)
+    _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, 0, trials.shape[0], out_f, out_i, node_i, node_c)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -176,8 +201,11 @@ def run_baseline_trials_parallel(
     arr, seq_k, share_kind, weights, budget, seed, dag, trials, out_f, out_i, node_i, node_c
 ):
     """Same as :func:`run_baseline_trials`, trials spread over threads (keyed: same results)."""
-    for q in prange(trials.shape[0]):
-        _one_trial(arr, seq_k, share_kind, weights, budget, seed, dag, trials[q], q, out_f, out_i, node_i, node_c)
+    n_chunks = min(trials.shape[0], 64)
+    for c in prange(n_chunks):
+        q0 = c * trials.shape[0] // n_chunks
+        q1 = (c + 1) * trials.shape[0] // n_chunks
+        _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
 
 
 def baseline_params(arr: DagArrays, method: str) -> tuple[int, int, np.ndarray]:

@@ -4,13 +4,14 @@ Semantics are those of ``simulator.md``. One queue entry per batch: a node
 has at most one batch in flight, whose end time is the max of its attempts'
 latencies and whose success is the OR of their draws, so the cost of an
 episode grows with the number of batches, not of attempts. The queue is the
-compact list of in-flight nodes (``inflight_list``); popping scans it for the
-earliest end time (ties to the lower node position).
+compact list of in-flight nodes; popping scans it for the earliest end time
+(ties to the lower node position).
 
-Every function here is ``@njit(cache=True, nogil=True)`` and works on
-:class:`~simulator.arrays.DagArrays` plus an :class:`EpisodeState` of flat
-arrays, so the same code serves the all-compiled baseline loop
-(``baselines.py``), the Python policy driver (``episode.py``) and tests.
+Layout for speed: the state is six flat arrays (:class:`EpisodeState`) and
+the low-level functions (prefixed ``_``) take unpacked arrays, because every
+field access on a numba tuple costs a reference-count update. Hot loops
+(baselines, MCPP's kernel) unpack once and call the ``_`` functions; the
+Python policy driver uses the tuple-taking wrappers at the bottom.
 """
 
 from __future__ import annotations
@@ -28,41 +29,63 @@ from .rng import gamma as gamma_draw
 COMPLETED, BUDGET_EXHAUSTED, DEADLINE_EXHAUSTED, STALLED, RUNNING = 0, 1, 2, 3, -1
 REASONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled")
 
-# scalar slots of EpisodeState.scal
+# EpisodeState.scal slots
 T, BUDGET_LEFT, DEADLINE, BUDGET = 0, 1, 2, 3
-# integer slots of EpisodeState.cnt
+# EpisodeState.cnt slots
 N_COMPLETED, N_INFLIGHT, PLANNER_CALLS, ROLLOUTS, REASON, DECISIONS = 0, 1, 2, 3, 4, 5
+# EpisodeState.ni rows (per node)
+COMPLETED_, PARENTS_DONE, INFLIGHT, QUEUE, BATCH_SUCC, BATCH_NSUCC = 0, 1, 2, 3, 4, 5
+BATCH_COUNT, BATCH_MODEL, STARTED, FINISHED, NSUCCESS, DISPATCHED = 6, 7, 8, 9, 10, 11
+N_INT_ROWS = 12
+# EpisodeState.nf rows (per node)
+BATCH_END, NODE_COST = 0, 1
 
 # advance() results
 NEED_DECISION_IDLE, NEED_DECISION_EVENT, ENDED = 0, 1, 2
 
 
 class EpisodeState(NamedTuple):
-    """Mutable state of one episode (all flat arrays; see ``simulator.md``)."""
+    """Mutable state of one episode (``simulator.md``, "State")."""
 
     scal: np.ndarray  # float64 [t, b, D, B]
     cnt: np.ndarray  # int64 [completed, in-flight batches, planner calls, rollouts, reason, decisions]
-    key: np.ndarray  # uint64 [base key of (seed, DAG, trial, attempt stream)]
-    completed: np.ndarray  # bool (n,)
-    parents_done: np.ndarray  # int64 (n,)
-    inflight: np.ndarray  # bool (n,)
-    inflight_list: np.ndarray  # int64 (n,), first cnt[N_INFLIGHT] entries
-    batch_end: np.ndarray  # float64 (n,)
-    batch_succ: np.ndarray  # bool (n,)
-    batch_nsucc: np.ndarray  # int64 (n,)
-    batch_count: np.ndarray  # int64 (n,)
-    batch_model: np.ndarray  # int64 (n,)
-    num_started: np.ndarray  # int64 (n,)
-    num_finished: np.ndarray  # int64 (n,)
-    num_success: np.ndarray  # int64 (n,)
-    node_cost: np.ndarray  # float64 (n,)
-    attempt_no: np.ndarray  # int64 (n*m,) attempts drawn so far per (node, model): the key counter
-    dispatched: np.ndarray  # bool (n,) static baselines: node already dispatched once
+    key: np.ndarray  # uint64 [key of (run seed, DAG, trial, attempt stream)]
+    ni: np.ndarray  # int64 (12, n): per-node integer state, rows named above
+    nf: np.ndarray  # float64 (2, n): batch end time, cumulative node cost
+    attempt_no: np.ndarray  # int64 (n*m,): attempts drawn per (node, model) = key counter
+
+    @property
+    def completed(self) -> np.ndarray:
+        return self.ni[COMPLETED_] > 0
+
+    @property
+    def num_started(self) -> np.ndarray:
+        return self.ni[STARTED]
+
+    @property
+    def num_finished(self) -> np.ndarray:
+        return self.ni[FINISHED]
+
+    @property
+    def num_success(self) -> np.ndarray:
+        return self.ni[NSUCCESS]
+
+    @property
+    def node_cost(self) -> np.ndarray:
+        return self.nf[NODE_COST]
+
+    @property
+    def inflight_list(self) -> np.ndarray:
+        return self.ni[QUEUE]
+
+    @property
+    def batch_model(self) -> np.ndarray:
+        return self.ni[BATCH_MODEL]
 
 
 @njit(cache=True, nogil=True)
 def new_state(n, m, budget, deadline, seed, dag, trial):
-    """Fresh state at t = 0 with roots unlocked."""
+    """Fresh state at t = 0 (roots are unlocked: no parents to wait for)."""
     scal = np.empty(4)
     scal[T] = 0.0
     scal[BUDGET_LEFT] = budget
@@ -76,22 +99,25 @@ def new_state(n, m, budget, deadline, seed, dag, trial):
         scal,
         cnt,
         key,
-        np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.int64),
-        np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.int64),
-        np.zeros(n),
-        np.zeros(n, dtype=np.bool_),
-        np.zeros(n, dtype=np.int64),
-        np.zeros(n, dtype=np.int64),
-        np.full(n, -1, dtype=np.int64),
-        np.zeros(n, dtype=np.int64),
-        np.zeros(n, dtype=np.int64),
-        np.zeros(n, dtype=np.int64),
-        np.zeros(n),
+        np.zeros((N_INT_ROWS, n), dtype=np.int64),
+        np.zeros((2, n)),
         np.zeros(n * m, dtype=np.int64),
-        np.zeros(n, dtype=np.bool_),
     )
+
+
+@njit(cache=True, nogil=True)
+def reset_state(scal, cnt, key, ni, nf, attempt_no, budget, deadline, seed, dag, trial):
+    """Reuse a state's arrays for a new episode (no allocation in trial loops)."""
+    scal[T] = 0.0
+    scal[BUDGET_LEFT] = budget
+    scal[DEADLINE] = deadline
+    scal[BUDGET] = budget
+    cnt[:] = 0
+    cnt[REASON] = RUNNING
+    key[0] = make_key(seed, dag, trial, STREAM_ATTEMPT, 0, 0, 0)
+    ni[:, :] = 0
+    nf[:, :] = 0.0
+    attempt_no[:] = 0
 
 
 # ---------------------------------------------------------------------------
@@ -115,107 +141,102 @@ def sample_latency(dist, mean, std, key, j):
     return max(x, 1e-3)
 
 
-@njit(cache=True, nogil=True)
-def draw_attempt(arr, v, j, key):
+@njit(cache=True, nogil=True, inline="always")
+def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     """One attempt of node v with model j from ``key``: (latency, success, charged cost).
 
     With empirical rows, latency, success and cost come from the same row
     (uniform with replacement); otherwise from the template (parametric).
     """
-    k = v * arr.m + j
-    lo = arr.row_ptr[k]
-    hi = arr.row_ptr[k + 1]
+    k = v * m + j
+    lo = row_ptr[k]
+    hi = row_ptr[k + 1]
     if hi > lo:
         r = lo + randint(key, 0, hi - lo)
-        lat = arr.row_lat[r]
-        succ = arr.row_succ[r]
-        charge = arr.row_charge[r]
+        lat = rows[0, r]
+        succ = rows[1, r] > 0.5
+        charge = rows[2, r]
     else:
-        succ = uniform(key, 0) < arr.p[v, j]
-        lat = sample_latency(arr.lat_dist, arr.lat_mean[v, j], arr.lat_std[v, j], key, 1)
-        charge = arr.tmpl_charge[v, j]
-    return lat, succ, charge_of_draw(arr.charge_is_latency, charge, lat)
+        succ = uniform(key, 0) < tmpl[0, v, j]
+        lat = sample_latency(dist, tmpl[1, v, j], tmpl[2, v, j], key, 1)
+        charge = tmpl[3, v, j]
+    return lat, succ, charge_of_draw(cil, charge, lat)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def node_model_key(st, v, j):
+def node_model_key(base_key, v, j):
     """Key of (run seed, DAG, trial, node v, model j); fold in the attempt index next."""
-    return fold(fold(st.key[0], v), j)
+    return fold(fold(base_key, v), j)
 
 
 # ---------------------------------------------------------------------------
-# state helpers
+# low-level state operations (unpacked arrays)
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
-def is_ready(arr, st, v):
+@njit(cache=True, nogil=True, inline="always")
+def _ready(parent_ptr, ni, v):
     """Unlocked (all parents completed), not completed, nothing in flight."""
-    indeg = arr.parent_ptr[v + 1] - arr.parent_ptr[v]
-    return (not st.completed[v]) and (not st.inflight[v]) and st.parents_done[v] == indeg
+    return (
+        ni[COMPLETED_, v] == 0
+        and ni[INFLIGHT, v] == 0
+        and ni[PARENTS_DONE, v] == parent_ptr[v + 1] - parent_ptr[v]
+    )
 
 
-@njit(cache=True, nogil=True)
-def ready_nodes(arr, st, out):
-    """Fill ``out`` with ready node positions in pool order; returns their count."""
-    c = 0
-    for v in range(arr.n):
-        if is_ready(arr, st, v):
-            out[c] = v
-            c += 1
-    return c
+@njit(cache=True, nogil=True, inline="always")
+def _start_batch(scal, ni, nf, v, j):
+    ni[INFLIGHT, v] = 1
+    nf[BATCH_END, v] = scal[T]
+    ni[BATCH_SUCC, v] = 0
+    ni[BATCH_NSUCC, v] = 0
+    ni[BATCH_COUNT, v] = 0
+    ni[BATCH_MODEL, v] = j
 
 
-@njit(cache=True, nogil=True)
-def _start_batch(st, v, j):
-    st.inflight[v] = True
-    st.batch_end[v] = st.scal[T]
-    st.batch_succ[v] = False
-    st.batch_nsucc[v] = 0
-    st.batch_count[v] = 0
-    st.batch_model[v] = j
-
-
-@njit(cache=True, nogil=True)
-def _add_attempt(arr, st, v, j, lat, succ, charge):
-    st.scal[BUDGET_LEFT] -= charge
-    st.node_cost[v] += charge
-    st.num_started[v] += 1
-    st.attempt_no[v * arr.m + j] += 1
-    st.cnt[ROLLOUTS] += 1
-    end = st.scal[T] + lat
-    if end > st.batch_end[v]:
-        st.batch_end[v] = end
+@njit(cache=True, nogil=True, inline="always")
+def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
+    scal[BUDGET_LEFT] -= charge
+    nf[NODE_COST, v] += charge
+    ni[STARTED, v] += 1
+    attempt_no[v * m + j] += 1
+    cnt[ROLLOUTS] += 1
+    end = scal[T] + lat
+    if end > nf[BATCH_END, v]:
+        nf[BATCH_END, v] = end
     if succ:
-        st.batch_succ[v] = True
-        st.batch_nsucc[v] += 1
-    st.batch_count[v] += 1
+        ni[BATCH_SUCC, v] = 1
+        ni[BATCH_NSUCC, v] += 1
+    ni[BATCH_COUNT, v] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _enqueue(cnt, ni, v):
+    ni[QUEUE, cnt[N_INFLIGHT]] = v
+    cnt[N_INFLIGHT] += 1
 
 
 @njit(cache=True, nogil=True)
-def _enqueue(st, v):
-    st.inflight_list[st.cnt[N_INFLIGHT]] = v
-    st.cnt[N_INFLIGHT] += 1
-
-
-@njit(cache=True, nogil=True)
-def launch_per_attempt(arr, st, req_model, req_count, cap, order_buf):
+def _launch_per_attempt(
+    n, m, node_ids, available, row_ptr, rows, tmpl, dist, cil,
+    scal, cnt, key, ni, nf, attempt_no, req_model, req_count, cap, order_buf,
+):  # fmt: skip
     """Per-attempt launch (baselines) of the requests ``req_*`` (count 0 = none).
 
     Nodes are served in decreasing requested count, ties to the higher node
     id. Each attempt is drawn, then refused (nothing charged, the node's
     remaining attempts skipped) if it exceeds the remaining budget or the
-    node's cap ``cap[v]`` on its cumulative cost.
+    node's cap ``cap[v]`` on its cumulative cost. Requests must be on ready
+    nodes only (the caller checks).
     """
     c = 0
-    for v in range(arr.n):
-        if req_count[v] > 0 and is_ready(arr, st, v):
-            # insertion sort: count desc, node id desc
-            pos = c
+    for v in range(n):
+        if req_count[v] > 0:
+            pos = c  # insertion sort: count desc, node id desc
             while pos > 0:
                 u = order_buf[pos - 1]
                 if req_count[u] > req_count[v] or (
-                    req_count[u] == req_count[v] and arr.node_ids[u] > arr.node_ids[v]
+                    req_count[u] == req_count[v] and node_ids[u] > node_ids[v]
                 ):
                     break
                 order_buf[pos] = u
@@ -225,18 +246,138 @@ def launch_per_attempt(arr, st, req_model, req_count, cap, order_buf):
     for q in range(c):
         v = order_buf[q]
         j = req_model[v]
-        if j < 0 or not arr.available[v, j]:
+        if j < 0 or not available[v, j]:
             continue
-        base = node_model_key(st, v, j)
+        base = node_model_key(key[0], v, j)
         for _ in range(req_count[v]):
-            lat, succ, charge = draw_attempt(arr, v, j, fold(base, st.attempt_no[v * arr.m + j]))
-            if charge > st.scal[BUDGET_LEFT] or st.node_cost[v] + charge > cap[v]:
+            lat, succ, charge = _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, fold(base, attempt_no[v * m + j]))
+            if charge > scal[BUDGET_LEFT] or nf[NODE_COST, v] + charge > cap[v]:
                 break
-            if st.batch_count[v] == 0 and not st.inflight[v]:
-                _start_batch(st, v, j)
-            _add_attempt(arr, st, v, j, lat, succ, charge)
-        if st.inflight[v]:
-            _enqueue(st, v)
+            if ni[INFLIGHT, v] == 0:
+                _start_batch(scal, ni, nf, v, j)
+            _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge)
+        if ni[INFLIGHT, v] == 1:  # a batch started at this decision (the node was ready)
+            _enqueue(cnt, ni, v)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_batch(child_ptr, child_idx, cnt, ni, v):
+    ni[INFLIGHT, v] = 0
+    ni[FINISHED, v] += ni[BATCH_COUNT, v]
+    ni[NSUCCESS, v] += ni[BATCH_NSUCC, v]
+    if ni[BATCH_SUCC, v]:
+        ni[COMPLETED_, v] = 1
+        cnt[N_COMPLETED] += 1
+        for e in range(child_ptr[v], child_ptr[v + 1]):
+            ni[PARENTS_DONE, child_idx[e]] += 1
+    ni[BATCH_COUNT, v] = 0
+
+
+@njit(cache=True, nogil=True)
+def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
+    """Run the event loop until the policy must decide or the episode ends.
+
+    Returns ``NEED_DECISION_IDLE`` (nothing in flight: step 2 of the loop),
+    ``NEED_DECISION_EVENT`` (a batch just ended: step 4) or ``ENDED``.
+    """
+    while True:
+        if cnt[REASON] != RUNNING:
+            return ENDED
+        if scal[T] >= scal[DEADLINE]:
+            cnt[REASON] = DEADLINE_EXHAUSTED
+            return ENDED
+        if cnt[N_COMPLETED] == n:
+            cnt[REASON] = COMPLETED
+            return ENDED
+        nq = cnt[N_INFLIGHT]
+        if nq == 0:
+            return NEED_DECISION_IDLE
+        best = 0
+        for q in range(1, nq):
+            u = ni[QUEUE, q]
+            w = ni[QUEUE, best]
+            if nf[BATCH_END, u] < nf[BATCH_END, w] or (nf[BATCH_END, u] == nf[BATCH_END, w] and u < w):
+                best = q
+        v = ni[QUEUE, best]
+        if nf[BATCH_END, v] > scal[DEADLINE]:
+            scal[T] = scal[DEADLINE]
+            cnt[REASON] = DEADLINE_EXHAUSTED
+            return ENDED
+        ni[QUEUE, best] = ni[QUEUE, nq - 1]
+        cnt[N_INFLIGHT] = nq - 1
+        scal[T] = nf[BATCH_END, v]
+        _finish_batch(child_ptr, child_idx, cnt, ni, v)
+        if cnt[N_COMPLETED] < n and scal[T] < scal[DEADLINE]:
+            return NEED_DECISION_EVENT
+
+
+@njit(cache=True, nogil=True)
+def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf, model_mask, use_legacy, cap):
+    """Why an idle episode cannot go on: deadline, budget (no affordable model) or stalled."""
+    if scal[T] >= scal[DEADLINE]:
+        return DEADLINE_EXHAUSTED
+    for v in range(n):
+        if not _ready(parent_ptr, ni, v):
+            continue
+        room = min(scal[BUDGET_LEFT], cap[v] - nf[NODE_COST, v])
+        for j in range(m):
+            allowed = (j == legacy[v]) if use_legacy else model_mask[j]
+            if allowed and available[v, j] and tmpl[4, v, j] <= room:
+                return STALLED
+    return BUDGET_EXHAUSTED
+
+
+# ---------------------------------------------------------------------------
+# tuple-taking wrappers (Python driver, tests, planners)
+# ---------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def draw_attempt(arr, v, j, key):
+    """One attempt of node v with model j from ``key`` (see :func:`_draw`)."""
+    return _draw(arr.row_ptr, arr.rows, arr.tmpl, arr.m, arr.lat_dist, arr.charge_is_latency, v, j, key)
+
+
+@njit(cache=True, nogil=True)
+def is_ready(arr, st, v):
+    return _ready(arr.parent_ptr, st.ni, v)
+
+
+@njit(cache=True, nogil=True)
+def ready_nodes(arr, st, out):
+    """Fill ``out`` with ready node positions in pool order; returns their count."""
+    c = 0
+    for v in range(arr.n):
+        if _ready(arr.parent_ptr, st.ni, v):
+            out[c] = v
+            c += 1
+    return c
+
+
+@njit(cache=True, nogil=True)
+def advance(arr, st):
+    return _advance(arr.n, arr.child_ptr, arr.child_idx, st.scal, st.cnt, st.ni, st.nf)
+
+
+@njit(cache=True, nogil=True)
+def launch_per_attempt(arr, st, req_model, req_count, cap, order_buf):
+    """Per-attempt launch; requests on nodes that are not ready are ignored."""
+    for v in range(arr.n):
+        if req_count[v] > 0 and not _ready(arr.parent_ptr, st.ni, v):
+            req_count[v] = 0
+    _launch_per_attempt(
+        arr.n, arr.m, arr.node_ids, arr.available, arr.row_ptr, arr.rows, arr.tmpl, arr.lat_dist,
+        arr.charge_is_latency, st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no,
+        req_model, req_count, cap, order_buf,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def no_progress_reason(arr, st, model_mask, use_legacy, cap):
+    return _no_progress_reason(
+        arr.n, arr.m, arr.parent_ptr, arr.available, arr.tmpl, arr.legacy, st.scal, st.ni, st.nf,
+        model_mask, use_legacy, cap,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -250,12 +391,14 @@ def launch_atomic(arr, st, ready, n_ready, act_model, act_count, lat_out, succ_o
     to ``lat_out``/``succ_out`` (capacity = total count) for the planner's view.
     Returns True when the episode ended.
     """
+    scal, cnt, ni, nf, attempt_no = st.scal, st.cnt, st.ni, st.nf, st.attempt_no
+    m = arr.m
     total = 0
     for q in range(n_ready):
         v = ready[q]
         j = act_model[v]
         if act_count[v] < 1 or j < 0 or not arr.available[v, j]:
-            st.cnt[REASON] = STALLED
+            cnt[REASON] = STALLED
             return True
         total += act_count[v]
     charges = np.empty(total)
@@ -265,8 +408,8 @@ def launch_atomic(arr, st, ready, n_ready, act_model, act_count, lat_out, succ_o
     for q in range(n_ready):
         v = ready[q]
         j = act_model[v]
-        base = node_model_key(st, v, j)
-        a0 = st.attempt_no[v * arr.m + j]
+        base = node_model_key(st.key[0], v, j)
+        a0 = attempt_no[v * m + j]
         for a in range(act_count[v]):
             lat, succ, charge = draw_attempt(arr, v, j, fold(base, a0 + a))
             lat_out[i] = lat
@@ -276,90 +419,23 @@ def launch_atomic(arr, st, ready, n_ready, act_model, act_count, lat_out, succ_o
             if lat > max_lat:
                 max_lat = lat
             i += 1
-    if max_lat > st.scal[DEADLINE] - st.scal[T]:
-        st.scal[T] = st.scal[DEADLINE]
-        st.cnt[REASON] = DEADLINE_EXHAUSTED
+    if max_lat > scal[DEADLINE] - scal[T]:
+        scal[T] = scal[DEADLINE]
+        cnt[REASON] = DEADLINE_EXHAUSTED
         return True
-    if cost > st.scal[BUDGET_LEFT]:
-        st.cnt[REASON] = BUDGET_EXHAUSTED
+    if cost > scal[BUDGET_LEFT]:
+        cnt[REASON] = BUDGET_EXHAUSTED
         return True
     i = 0
     for q in range(n_ready):
         v = ready[q]
         j = act_model[v]
-        _start_batch(st, v, j)
+        _start_batch(scal, ni, nf, v, j)
         for _ in range(act_count[v]):
-            _add_attempt(arr, st, v, j, lat_out[i], succ_out[i], charges[i])
+            _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat_out[i], succ_out[i], charges[i])
             i += 1
-        _enqueue(st, v)
+        _enqueue(cnt, ni, v)
     return False
-
-
-@njit(cache=True, nogil=True)
-def _finish_batch(arr, st, v):
-    st.inflight[v] = False
-    st.num_finished[v] += st.batch_count[v]
-    st.num_success[v] += st.batch_nsucc[v]
-    if st.batch_succ[v]:
-        st.completed[v] = True
-        st.cnt[N_COMPLETED] += 1
-        for e in range(arr.child_ptr[v], arr.child_ptr[v + 1]):
-            st.parents_done[arr.child_idx[e]] += 1
-    st.batch_count[v] = 0
-
-
-@njit(cache=True, nogil=True)
-def advance(arr, st):
-    """Run the event loop until the policy must decide or the episode ends.
-
-    Returns ``NEED_DECISION_IDLE`` (nothing in flight: step 2 of the loop),
-    ``NEED_DECISION_EVENT`` (a batch just ended: step 4) or ``ENDED``.
-    """
-    while True:
-        if st.cnt[REASON] != RUNNING:
-            return ENDED
-        if st.scal[T] >= st.scal[DEADLINE]:
-            st.cnt[REASON] = DEADLINE_EXHAUSTED
-            return ENDED
-        if st.cnt[N_COMPLETED] == arr.n:
-            st.cnt[REASON] = COMPLETED
-            return ENDED
-        nf = st.cnt[N_INFLIGHT]
-        if nf == 0:
-            return NEED_DECISION_IDLE
-        best = 0
-        for q in range(1, nf):
-            u = st.inflight_list[q]
-            w = st.inflight_list[best]
-            if st.batch_end[u] < st.batch_end[w] or (st.batch_end[u] == st.batch_end[w] and u < w):
-                best = q
-        v = st.inflight_list[best]
-        if st.batch_end[v] > st.scal[DEADLINE]:
-            st.scal[T] = st.scal[DEADLINE]
-            st.cnt[REASON] = DEADLINE_EXHAUSTED
-            return ENDED
-        st.inflight_list[best] = st.inflight_list[nf - 1]
-        st.cnt[N_INFLIGHT] = nf - 1
-        st.scal[T] = st.batch_end[v]
-        _finish_batch(arr, st, v)
-        if st.cnt[N_COMPLETED] < arr.n and st.scal[T] < st.scal[DEADLINE]:
-            return NEED_DECISION_EVENT
-
-
-@njit(cache=True, nogil=True)
-def no_progress_reason(arr, st, model_mask, use_legacy, cap):
-    """Why an idle episode cannot go on: deadline, budget (no affordable model) or stalled."""
-    if st.scal[T] >= st.scal[DEADLINE]:
-        return DEADLINE_EXHAUSTED
-    for v in range(arr.n):
-        if not is_ready(arr, st, v):
-            continue
-        room = min(st.scal[BUDGET_LEFT], cap[v] - st.node_cost[v])
-        for j in range(arr.m):
-            allowed = (j == arr.legacy[v]) if use_legacy else model_mask[j]
-            if allowed and arr.available[v, j] and arr.kappa[v, j] <= room:
-                return STALLED
-    return BUDGET_EXHAUSTED
 
 
 @njit(cache=True, nogil=True)

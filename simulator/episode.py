@@ -17,6 +17,8 @@ import numpy as np
 
 from .arrays import DagArrays
 from .engine import (
+    BUDGET_LEFT,
+    DEADLINE,
     DECISIONS,
     ENDED,
     N_INFLIGHT,
@@ -25,10 +27,8 @@ from .engine import (
     REASON,
     REASONS,
     ROLLOUTS,
-    BUDGET_LEFT,
-    DEADLINE,
-    T,
     EpisodeState,
+    T,
     advance,
     launch_atomic,
     new_state,
