@@ -1,0 +1,1 @@
+"""CodeFlow half of the data pipeline: LLM client, sandboxed verifier, rollout generator."""
