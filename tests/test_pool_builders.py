@@ -325,7 +325,10 @@ def test_align_error(tmp_path):
 @pytest.mark.parametrize(
     "b_spec, match",
     [
-        ([(0, [], [1]), (1, [], [1]), (2, [0, 1], [1])], r"node 1 has parents \[0\] in 'A' but \[\]"),
+        (
+            [(0, [], [1]), (1, [], [1]), (2, [0, 1], [1])],
+            r"node 1 has parents \[0\] in 'A' but \[\]",
+        ),
         ([(0, [], [1]), (1, [0], [1])], r"nodes only in 'A': \[2\], only in 'B': \[\]"),
     ],
 )
