@@ -283,11 +283,13 @@ def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
     while True:
         if cnt[REASON] != RUNNING:
             return ENDED
-        if scal[T] >= scal[DEADLINE]:
-            cnt[REASON] = DEADLINE_EXHAUSTED
-            return ENDED
+        # completion is checked first: finishing exactly at D meets makespan <= D,
+        # the same rule baselines are scored with (docs/semantics.md)
         if cnt[N_COMPLETED] == n:
             cnt[REASON] = COMPLETED
+            return ENDED
+        if scal[T] >= scal[DEADLINE]:
+            cnt[REASON] = DEADLINE_EXHAUSTED
             return ENDED
         nq = cnt[N_INFLIGHT]
         if nq == 0:

@@ -223,7 +223,7 @@ def _parse_rows(ctx: _Ctx, rows: Any, node: Any, model: str) -> np.ndarray:
         if "latency" not in row or "success" not in row:
             missing = "latency" if "latency" not in row else "success"
             raise ctx.error(f"{what} has no {missing!r}", node)
-        lat = _number(ctx, row["latency"], f"latency of {what}", node)
+        lat = max(_number(ctx, row["latency"], f"latency of {what}", node), LATENCY_FLOOR)
         s = row["success"]
         if s not in (0, 1, True, False) or (isinstance(s, float) and s not in (0.0, 1.0)):
             raise ctx.error(f"success of {what} must be 0/1 or a bool, got {s!r}", node)
@@ -237,7 +237,7 @@ def _parse_rows(ctx: _Ctx, rows: Any, node: Any, model: str) -> np.ndarray:
         tok = _number(ctx, tok, f"token_cost of {what}", node)
         if math.isinf(lat) or math.isinf(cost) or math.isinf(tok):
             raise ctx.error(f"{what} has an infinite value", node)
-        out[r] = (max(lat, LATENCY_FLOOR), float(bool(s)), max(cost, COST_FLOOR), max(tok, COST_FLOOR))
+        out[r] = (lat, float(bool(s)), max(cost, COST_FLOOR), max(tok, COST_FLOOR))
     return out
 
 
