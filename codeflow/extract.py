@@ -1,0 +1,35 @@
+"""Pull the code out of a chat answer (fenced blocks, optional reasoning, bare code)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
+
+
+def extract_code(text: str, func_name: str | None = None) -> str | None:
+    """The code block that defines ``func_name`` (the last such block), else the last
+    Python block, else the whole answer if it parses as Python; None when there is none."""
+    if not text:
+        return None
+    text = _THINK.sub("", text)
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    blocks = [(lang, body) for lang, body in blocks if lang in ("", "python", "py", "python3")
+              and body.strip()]
+    if blocks:
+        if func_name:
+            pat = re.compile(rf"^\s*(async\s+)?def\s+{re.escape(func_name)}\s*\(", re.M)
+            defining = [b for _, b in blocks if pat.search(b)]
+            if defining:
+                return defining[-1].rstrip() + "\n"
+        return blocks[-1][1].rstrip() + "\n"
+    stripped = text.strip()
+    if not stripped:
+        return None
+    try:
+        ast.parse(stripped)
+    except SyntaxError:
+        return None
+    return stripped + "\n"
