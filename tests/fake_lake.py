@@ -22,7 +22,7 @@ def install(bin_dir: Path, monkeypatch, log_path: Path | None = None) -> Path:
     exe = bin_dir / "lake"
     script = str(Path(__file__).resolve())
     exe.write_text(
-        f"#!{sys.executable}\nimport runpy\nrunpy.run_path({script!r}, run_name='__main__')\n",
+        f"#!{sys.executable} -S\nimport runpy\nrunpy.run_path({script!r}, run_name='__main__')\n",
         encoding="utf-8",
     )
     exe.chmod(0o755)

@@ -6,13 +6,22 @@ import json
 import logging
 import os
 import pickle
+import re
 import sys
+import threading
 import types
+from collections import Counter
 from pathlib import Path
 
+import fake_lake
 import pytest
+from fake_chat_server import FakeChatServer
 
+from codeflow.llm_client import ClientConfig
 from ProofFlow import convert_proofflow_pickle_to_dag_pool as conv
+from ProofFlow import run_proofflow_node_rollouts as rr
+from ProofFlow.benchmark import load_benchmark
+from ProofFlow.lean_check import LEAN_TOOLCHAIN, LeanChecker
 from ProofFlow.safe_pickle import UnsafePickleError, load_proofflow_pickle
 from simulator.errors import UserError
 from simulator.pool import load_pool
@@ -237,3 +246,170 @@ def test_cli_writes_pool(tmp_path, capsys):
     assert "wrote 1 DAGs" in capsys.readouterr().out
     assert len(load_pool(out)) == 1
     assert conv.main([str(tmp_path / "missing.pickle"), "--out", str(out)]) == 2
+
+
+# ------------------------------------------------ node rollouts (fake endpoint, fake lake)
+
+PID = "AI4MathInequality_18b"
+
+
+def _lean(code):
+    return f"Here you go.\n```lean4\n{code}\n```\n"
+
+
+class ProofScript:
+    """Deterministic answers per (stage, step, arrival count) for AI4MathInequality_18b."""
+
+    def __init__(self, fail_step=None):
+        self.seen = Counter()
+        self.lock = threading.Lock()
+        self.fail_step = fail_step  # answer 503 for this step's formalizer
+
+    def __call__(self, body):
+        text = body["messages"][0]["content"]
+        m = re.search(r"The step to formalize is `([^`]+)`", text)
+        stage, step = ("formalizer", m.group(1)) if m else (
+            "prover", re.search(r"^theorem (\S+)", text, re.M).group(1))
+        with self.lock:
+            c = self.seen[(stage, step)]
+            self.seen[(stage, step)] += 1
+        stmt = f"theorem {step} (a b c : ℝ) : a + b = b + a"
+        if stage == "formalizer":
+            if step == self.fail_step:
+                return (503, "overloaded")
+            if step == "tc_1":
+                return _lean("variable (a b c : ℝ)")
+            if step == "l2":
+                return "I cannot formalize this."
+            return _lean(f"-- FAKE_ERROR\n{stmt} := by sorry") if c == 0 else \
+                _lean(f"import Mathlib\n{stmt} := by sorry")
+        if step == "l1":
+            return _lean(f"import Mathlib\n{stmt} := by\n  ring")
+        if step == "l3":
+            return [_lean(f"{stmt} := by sorry"), _lean("theorem l3 : True := trivial"),
+                    _lean(f"-- FAKE_ERROR\n{stmt} := by\n  simp")][c % 3]
+        return "no code here" if c == 0 else _lean(f"{stmt} := by\n  ring")
+
+
+def _cfg(tmp_path, server, max_tries=3):
+    def cc():
+        return ClientConfig(base_url=server.base_url, model="fake-goedel", api_key_env="",
+                            concurrency=4, max_tries=max_tries, backoff_base_sec=0.01)
+
+    return rr.RunConfig(tmp_path / "rollouts", "goedel32b", 3, cc(), cc(), progress=False,
+                        lean_workers=2)
+
+
+def _lean_env(tmp_path, monkeypatch):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "lean-toolchain").write_text(LEAN_TOOLCHAIN + "\n")
+    log = tmp_path / "lake.log"
+    fake_lake.install(tmp_path / "bin", monkeypatch, log)
+    return LeanChecker(proj, timeout_sec=30), log
+
+
+@pytest.fixture
+def lean_env(tmp_path, monkeypatch):
+    return _lean_env(tmp_path, monkeypatch)
+
+
+def _problem():
+    return rr.select_problems(load_benchmark(), [PID], None)
+
+
+@pytest.fixture(scope="module")
+def rollout_run(tmp_path_factory):
+    """One run on AI4MathInequality_18b (shared: every Lean check spawns the fake lake)."""
+    tmp_path = tmp_path_factory.mktemp("rollouts")
+    with pytest.MonkeyPatch.context() as mp, FakeChatServer(ProofScript()) as server:
+        checker, lake_log = _lean_env(tmp_path, mp)
+        cfg = _cfg(tmp_path, server)
+        summary = rr.run(_problem(), cfg, checker)
+        yield {"cfg": cfg, "summary": summary, "server": server, "checker": checker,
+               "lake_log": lake_log, "n_calls": len(server.calls)}
+
+
+def test_node_rollouts_record(rollout_run):
+    s, cfg, server = rollout_run["summary"], rollout_run["cfg"], rollout_run["server"]
+    # 8 steps: tc_1 tc_2 l1 l2 l3 ts_1 l4 ts_2; l2 gets no formalization, so no prover
+    assert s["problems_written"] == [PID] and s["formalizer_requests"] == 24
+    assert s["prover_requests"] == 15
+    rec = json.loads((cfg.model_dir / f"{PID}.json").read_text())
+    assert server.calls[0]["temperature"] == 0.6 and server.calls[0]["top_k"] == 20
+    assert rec["benchmark"] == "proofflow" and rec["model"] == "goedel32b"
+    nodes = {n["name"]: n for n in rec["nodes"]}
+    assert [n["parents"] for n in rec["nodes"]] == [
+        [], [0], [0, 1], [0], [0], [2, 3, 4], [0], [2, 3, 6]]
+
+    def rate(name):
+        return [a["success"] for a in nodes[name]["attempts"]].count(True)
+
+    assert (rate("tc_1"), len(nodes["tc_1"]["attempts"])) == (3, 3)
+    assert nodes["tc_1"]["attempts"][0]["stage"] == "formalizer"
+    assert rate("l1") == 3 and nodes["l1"]["attempts"][0]["stage"] == "prover"
+    assert nodes["l1"]["formal_statement"].startswith("theorem l1 (a b c : ℝ)")
+    assert sorted(a["success"] for a in nodes["l1"]["formalizer_attempts"]) == [0, 1, 1]
+    assert nodes["l2"]["attempts"] == [] and "skipped" in nodes["l2"]
+    assert {a["failure_reason"] for a in nodes["l2"]["formalizer_attempts"]} == {"no_code"}
+    assert rate("l3") == 0
+    assert sorted(a["failure_reason"] for a in nodes["l3"]["attempts"]) == [
+        "lean_error", "sorry", "statement_changed"]
+    assert rate("ts_1") == rate("l4") == rate("ts_2") == 2
+    assert (rate("tc_2"), nodes["tc_2"]["attempts"][0]["stage"]) == (2, "formalizer")
+    a = nodes["ts_1"]["attempts"][1]
+    assert a["token_source"] == "usage" and a["output_tokens"] > 0 and a["prompt_tokens"] == 10
+    assert a["infer_latency_sec"] > 0 and a["latency_source"] == "request"
+    assert a["rollout_id"].startswith(f"{PID}/ts_1/prover/")
+
+
+def test_node_rollouts_resume_from_journals(rollout_run):
+    """A rerun skips finished problems; without the record, the journals rebuild it
+    without a single HTTP request or Lean check."""
+    cfg, server, checker = rollout_run["cfg"], rollout_run["server"], rollout_run["checker"]
+    lake_log = rollout_run["lake_log"]
+    rec_path = cfg.model_dir / f"{PID}.json"
+    rec = json.loads(rec_path.read_text())
+    lake_calls = len(lake_log.read_text().splitlines())
+    assert rr.run(_problem(), cfg, checker)["problems_skipped_existing"] == [PID]
+    rec_path.unlink()
+    s2 = rr.run(_problem(), cfg, checker)
+    assert s2["problems_written"] == [PID] and s2["lean_checks_run"] == 0
+    assert len(server.calls) == rollout_run["n_calls"]
+    assert len(lake_log.read_text().splitlines()) == lake_calls
+    assert json.loads(rec_path.read_text()) == rec
+
+
+def test_node_rollouts_transient_failure_then_resume(tmp_path, lean_env):
+    checker, _ = lean_env
+    script = ProofScript(fail_step="l1")
+    with FakeChatServer(script) as server:
+        cfg = _cfg(tmp_path, server, max_tries=1)
+        s = rr.run(_problem(), cfg, checker)
+        assert s["problems_incomplete"] == [PID] and not (cfg.model_dir / f"{PID}.json").exists()
+        before = len(server.calls)
+        script.fail_step = None
+        s = rr.run(_problem(), cfg, checker)
+        assert s["problems_written"] == [PID]
+        # only the 3 failed formalizer requests and the 3 new l1 prover requests were sent
+        assert len(server.calls) - before == 6
+
+
+def test_node_rollouts_pool_from_records(rollout_run, tmp_path):
+    """The records feed the pool builder: l2 has no attempts, so the filter drops the DAG."""
+    import build_loader_dag_pool_from_rollouts as loader
+    from poolbuild.dag_builder import BuildOptions
+
+    out = rollout_run["cfg"].out_dir
+    with pytest.raises(UserError, match="has no attempts"):
+        loader.build_pool([out], tmp_path / "p.jsonl", BuildOptions())
+    with pytest.raises(UserError, match="every DAG was excluded"):
+        loader.build_pool([out], tmp_path / "p.jsonl", BuildOptions(drop_no_attempts=True))
+
+
+def test_runner_cli_without_lean(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    rc = rr.main(["--out-dir", str(tmp_path / "o"), "--formalizer-base-url", "http://127.0.0.1:9",
+                  "--formalizer-model", "f", "--prover-base-url", "http://127.0.0.1:9",
+                  "--prover-model", "p", "--problems", PID])
+    assert rc == 2 and "Lean is not installed" in capsys.readouterr().err

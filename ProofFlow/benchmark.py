@@ -1,0 +1,124 @@
+"""ProofFlowBench problems as DAGs of proof steps (``ProofFlow/data/benchmark_0409.json``).
+
+A problem has ``origin``, ``id``, ``nl_theorem``, ``nl_proof`` and a
+``proof_graph`` of steps ``{id, natural_language, statement, dependencies}``.
+Step ids say the kind: ``tc_*`` theorem condition, ``def_*`` definition,
+``l*`` lemma, ``ts_*`` theorem statement. A step that lists itself as a
+dependency (8 problems do) loses that self-loop, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from poolbuild.stats import node_depths
+from simulator.errors import UserError
+
+log = logging.getLogger("proofflow.benchmark")
+
+DEFAULT_BENCHMARK = Path(__file__).resolve().parent / "data" / "benchmark_0409.json"
+PROVER_KINDS = ("lemma", "theorem_statement")
+
+
+def step_kind(step_id: str) -> str:
+    """``condition``, ``definition``, ``lemma`` or ``theorem_statement`` from a step id."""
+    if step_id.startswith("tc_"):
+        return "condition"
+    if step_id.startswith("def_"):
+        return "definition"
+    if step_id.startswith("ts_"):
+        return "theorem_statement"
+    if step_id.startswith("l"):
+        return "lemma"
+    raise UserError(f"unknown proof step kind for id {step_id!r}")
+
+
+def problem_id(problem: dict[str, Any]) -> str:
+    """``naturalproofs_trench.json`` + 219 -> ``naturalproofs_trench_219`` (spaces -> '_')."""
+    origin = str(problem.get("origin", "problem"))
+    if origin.endswith(".json"):
+        origin = origin[: -len(".json")]
+    return f"{origin}_{problem.get('id')}".replace(" ", "_")
+
+
+@dataclass
+class Step:
+    node_id: int
+    name: str
+    kind: str
+    natural_language: str
+    statement: str
+    parents: list[int]
+    depth: int
+    self_loop_dropped: bool = False
+
+
+@dataclass
+class Problem:
+    problem_id: str
+    nl_theorem: str
+    nl_proof: str
+    steps: list[Step]
+
+    @property
+    def overall_depth(self) -> int:
+        return max(s.depth for s in self.steps) + 1
+
+
+def parse_problem(raw: dict[str, Any]) -> Problem:
+    pid = problem_id(raw)
+    graph = raw.get("proof_graph")
+    if not isinstance(graph, list) or not graph:
+        raise UserError(f"problem {pid!r}: empty or missing proof_graph")
+    index: dict[str, int] = {}
+    for k, s in enumerate(graph):
+        sid = str(s.get("id"))
+        if sid in index:
+            raise UserError(f"problem {pid!r}: duplicate step id {sid!r}")
+        index[sid] = k
+    parents: dict[int, list[int]] = {}
+    loops: set[int] = set()
+    for k, s in enumerate(graph):
+        sid = str(s["id"])
+        ps: list[int] = []
+        for dep in s.get("dependencies") or []:
+            dep = str(dep)
+            if dep == sid:
+                log.warning("problem %s step %s depends on itself; self-loop dropped", pid, sid)
+                loops.add(k)
+                continue
+            if dep not in index:
+                raise UserError(f"problem {pid!r} step {sid!r}: unknown dependency {dep!r}")
+            if index[dep] not in ps:
+                ps.append(index[dep])
+        parents[k] = ps
+    try:
+        depth = node_depths(parents)
+    except ValueError as exc:
+        raise UserError(f"problem {pid!r}: proof graph has a cycle ({exc})") from None
+    steps = [
+        Step(k, str(s["id"]), step_kind(str(s["id"])), str(s.get("natural_language", "")),
+             str(s.get("statement", "")), parents[k], depth[k], k in loops)
+        for k, s in enumerate(graph)
+    ]
+    return Problem(pid, str(raw.get("nl_theorem", "")), str(raw.get("nl_proof", "")), steps)
+
+
+def load_benchmark(path: str | os.PathLike = DEFAULT_BENCHMARK) -> list[Problem]:
+    """All problems, in file order (problem ids must be unique)."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read ProofFlow benchmark {path}: {exc}") from None
+    if not isinstance(raw, list):
+        raise UserError(f"{path}: expected a list of problems")
+    problems = [parse_problem(p) for p in raw]
+    ids = [p.problem_id for p in problems]
+    if len(set(ids)) != len(ids):
+        raise UserError(f"{path}: duplicate problem ids")
+    return problems
