@@ -30,7 +30,7 @@ from .arrays import DagArrays
 from .episode import DecisionView
 from .errors import ConfigError
 from .mcpp_candidates import actions_to_arrays, candidates_key, generate_candidates
-from .mcpp_kernel import attempt_bounds, run_pairs, run_pairs_serial
+from .mcpp_kernel import attempt_bounds, child_tails, run_pairs, run_pairs_serial
 from .mcpp_params import (
     MCPPParams,
     add_mcpp_arguments,
@@ -98,6 +98,7 @@ class _EpisodeTables:
     def __init__(self, parr: DagArrays) -> None:
         self.arr = parr
         self.min_charge, self.min_lat = attempt_bounds(parr)
+        self.child_tail = child_tails(parr, self.min_lat)
         indeg = np.diff(parr.parent_ptr)
         self.edge_child = np.repeat(np.arange(parr.n, dtype=np.int64), indeg)
 
@@ -125,6 +126,7 @@ class MCPortfolioPolicy:
         self.dag_model_ids = raw.get("dag_model_ids")
         self.n_threads = int(raw.get("n_threads") or 0)
         self.record_decisions = bool(raw.get("record_decisions", False))
+        self.prune = bool(raw.get("prune", True))  # exact shortcuts; off only to test they are exact
         self.planning_arr = planning_arr
         self._tables: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
@@ -255,7 +257,8 @@ class MCPortfolioPolicy:
             fn = run_pairs if (len(pc) > 1 and numba.get_num_threads() > 1) else run_pairs_serial
             fn(
                 parr, ready, cand_model, cand_count, pc, pm, mem_model, mem_k, *state, budget,
-                horizon, tb.min_charge, tb.min_lat, P.max_rollout_steps, dkey, crn, s_lo, s_hi, out,
+                horizon, tb.min_charge, tb.min_lat, tb.child_tail, self.prune, P.max_rollout_steps, dkey, crn,
+                s_lo, s_hi, out,
             )
             return out
 

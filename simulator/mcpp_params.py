@@ -37,7 +37,7 @@ ENV_VARS: dict[str, str] = {
 }
 
 # keys that never change results (not part of the recorded parameters)
-RUNTIME_KEYS = ("dag_model_ids", "n_threads", "record_decisions")
+RUNTIME_KEYS = ("dag_model_ids", "n_threads", "record_decisions", "prune")
 
 
 @dataclass(frozen=True)
