@@ -240,8 +240,10 @@ def simulate_dag_budget(
             if plan is None:
                 plan = planning_arrays(pool, dag_idx, settings, planning_pool)
             for D in deadlines:
+                # the DAG's model names let MCPP resolve model_ids given by name
+                params = {**settings.mcpp, "dag_model_ids": tuple(stats.model_ids)}
                 batch = simulate_policy(
-                    arr, method, budget, D, trials, settings.seed, dag_key, settings.mcpp, plan, progress
+                    arr, method, budget, D, trials, settings.seed, dag_key, params, plan, progress
                 )
                 records.extend({**base, **r} for r in batch.records())
     return records
