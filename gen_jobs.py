@@ -1,0 +1,17 @@
+#!/usr/bin/env python3
+"""Validate the harness settings, expand the grid, write jobs_list.txt and run.json.
+
+The same as `bash run_experiment.sh prepare`; settings are the environment
+variables of docs/harness.md. The grid expansion itself lives in
+harness/grid.py (imported by everything that needs it).
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness.prepare import main_prepare  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main_prepare())

@@ -1,0 +1,261 @@
+"""``analyze``: tables, paired comparisons, plots and a Markdown report from ``merged/`` alone.
+
+Tables (CSV and Parquet, in ``<run>/analysis/``):
+
+* ``summary``: per cell x method: n, on-time successes, rate with a Wilson
+  95% interval, completion rate (ignoring the deadline), mean cost (and as a
+  share of the budget), makespan quantiles (p50/p90/p99, episodes capped at
+  the deadline), shares of each termination reason, planner time.
+* ``paired``: MCPP minus each baseline, per cell, **paired** on (DAG, trial)
+  — the same luck on the same attempt (common random numbers). Mean
+  difference with a 95% interval at the trial level, and a DAG-clustered
+  interval (more honest when generalising over DAGs), win/loss counts and an
+  exact McNemar p-value.
+* ``best_baseline``: per cell, the baseline with the highest on-time success
+  (any label, suite included), and MCPP's paired difference to it.
+
+Plots (PNG, ``plots/``): success vs budget per deadline; a budget x deadline
+heatmap per method; MCPP minus the best baseline as a heatmap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import UserError
+from simulator.io_utils import atomic_write_text
+from simulator.methods import MCPP
+
+from .merge import load_report
+from .methods import is_baseline_label
+
+Z95 = 1.959963984540054
+REASONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled")
+COLUMNS = (
+    "cell", "dag_idx", "exec_trial", "method", "on_time_success", "success", "total_cost", "makespan",
+    "termination_reason", "budget", "deadline", "planner_wall_ms", "total_rollouts",
+)  # fmt: skip
+
+
+def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of k successes in n trials."""
+    if n <= 0:
+        return (math.nan, math.nan)
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def paired_difference(d: np.ndarray, groups: np.ndarray, z: float = Z95) -> dict:
+    """Mean of paired differences with trial-level and group(DAG)-clustered 95% intervals."""
+    n = len(d)
+    if n == 0:
+        return {"n_pairs": 0, "diff": math.nan}
+    mean = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    resid = pd.Series(d - mean).groupby(groups).sum().to_numpy()
+    G = len(resid)
+    se_c = math.sqrt(G / (G - 1) * float((resid**2).sum())) / n if G > 1 else math.nan
+    wins = int((d > 0).sum())
+    losses = int((d < 0).sum())
+    try:
+        from scipy.stats import binomtest
+
+        p = float(binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
+    except ImportError:  # pragma: no cover
+        p = math.nan
+    return {
+        "n_pairs": n,
+        "n_dags": G,
+        "diff": mean,
+        "ci_low": mean - z * se,
+        "ci_high": mean + z * se,
+        "ci_low_dag": mean - z * se_c,
+        "ci_high_dag": mean + z * se_c,
+        "wins": wins,
+        "losses": losses,
+        "mcnemar_p": p,
+    }
+
+
+def load_records(merged_dir: str, report: dict) -> pd.DataFrame:
+    """The analysis columns of every merged record (one pass over each cell file)."""
+    frames = []
+    for c in report["cells"]:
+        path = os.path.join(merged_dir, "cells", c["cell"], "records.jsonl")
+        cols: dict[str, list] = {k: [] for k in COLUMNS}
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                for k in COLUMNS:
+                    cols[k].append(r.get(k))
+        df = pd.DataFrame(cols)
+        frames.append(df)
+    df = pd.concat(frames, ignore_index=True)
+    for k in ("cell", "method", "termination_reason"):
+        df[k] = df[k].astype("category")
+    df["on_time_success"] = df["on_time_success"].astype(bool)
+    df["success"] = df["success"].astype(bool)
+    for k in ("total_cost", "makespan", "budget", "deadline", "planner_wall_ms"):
+        df[k] = pd.to_numeric(df[k], errors="coerce").astype(float)
+    return df
+
+
+@dataclass
+class AnalysisResult:
+    summary: pd.DataFrame
+    paired: pd.DataFrame
+    best: pd.DataFrame
+    main_table: pd.DataFrame
+    main_table_text: str
+    report_path: str
+    plots: list[str] = field(default_factory=list)
+
+
+def summarize(df: pd.DataFrame, cells: list[dict], labels: list[str]) -> pd.DataFrame:
+    rows = []
+    cell_info = {c["cell"]: c for c in cells}
+    for (cell, method), g in df.groupby(["cell", "method"], observed=True, sort=False):
+        n = len(g)
+        k = int(g["on_time_success"].sum())
+        lo, hi = wilson(k, n)
+        mk = g["makespan"].to_numpy()
+        ratio = (g["total_cost"] / g["budget"]).replace([np.inf, -np.inf], np.nan)
+        row = {
+            **{key: cell_info[cell][key] for key in ("cell", "budget_group", "budget_input_type",
+                                                     "budget_axis_value", "deadline_input_type",
+                                                     "deadline_axis_value")},
+            "method": method,
+            "is_baseline": is_baseline_label(method),
+            "n": n,
+            "on_time_successes": k,
+            "on_time_rate": k / n,
+            "ci_low": lo,
+            "ci_high": hi,
+            "completion_rate": float(g["success"].mean()),
+            "mean_cost": float(g["total_cost"].mean()),
+            "mean_cost_share_of_budget": float(ratio.mean()),
+            "mean_budget": float(g["budget"].mean()),
+            "mean_deadline": float(g["deadline"].mean()),
+            "makespan_p50": float(np.quantile(mk, 0.5)),
+            "makespan_p90": float(np.quantile(mk, 0.9)),
+            "makespan_p99": float(np.quantile(mk, 0.99)),
+            "mean_makespan_on_time": float(g.loc[g["on_time_success"], "makespan"].mean()) if k else math.nan,
+            "mean_rollouts": float(g["total_rollouts"].mean()),
+            "mean_planner_ms": float(g["planner_wall_ms"].mean()),
+        }  # fmt: skip
+        counts = g["termination_reason"].value_counts()
+        for r in REASONS:
+            row[f"share_{r}"] = float(counts.get(r, 0)) / n
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    order_c = {c["cell"]: i for i, c in enumerate(cells)}
+    order_m = {m: i for i, m in enumerate(labels)}
+    out = out.sort_values(by=["cell", "method"], key=lambda s: s.map(order_c if s.name == "cell" else order_m))
+    return out.reset_index(drop=True)
+
+
+def paired_table(df: pd.DataFrame, cells: list[dict], labels: list[str]) -> pd.DataFrame:
+    if MCPP not in labels:
+        return pd.DataFrame()
+    rows = []
+    for c in cells:
+        sub = df[df["cell"] == c["cell"]]
+        wide = sub.pivot_table(index=["dag_idx", "exec_trial"], columns="method", values="on_time_success",
+                               aggfunc="first", observed=True)  # fmt: skip
+        if MCPP not in wide:
+            continue
+        dags = wide.index.get_level_values(0).to_numpy()
+        for base in labels:
+            if not is_baseline_label(base) or base not in wide:
+                continue
+            d = wide[MCPP].astype(float).to_numpy() - wide[base].astype(float).to_numpy()
+            rows.append({"cell": c["cell"], "baseline": base, **paired_difference(d, dags)})
+    return pd.DataFrame(rows)
+
+
+def best_baseline_table(summary: pd.DataFrame, paired: pd.DataFrame, cells: list[dict]) -> pd.DataFrame:
+    rows = []
+    for c in cells:
+        s = summary[(summary["cell"] == c["cell"])]
+        base = s[s["is_baseline"]]
+        if base.empty:
+            continue
+        b = base.loc[base["on_time_rate"].idxmax()]  # first maximum in method order
+        row = {"cell": c["cell"], "best_baseline": b["method"], "best_baseline_rate": b["on_time_rate"],
+               "best_baseline_ci_low": b["ci_low"], "best_baseline_ci_high": b["ci_high"]}  # fmt: skip
+        m = s[s["method"] == MCPP]
+        if not m.empty:
+            row.update(mcpp_rate=float(m["on_time_rate"].iloc[0]), mcpp_ci_low=float(m["ci_low"].iloc[0]),
+                       mcpp_ci_high=float(m["ci_high"].iloc[0]))  # fmt: skip
+            if not paired.empty:
+                p = paired[(paired["cell"] == c["cell"]) & (paired["baseline"] == b["method"])]
+                if not p.empty:
+                    p = p.iloc[0]
+                    row.update(diff=p["diff"], diff_ci_low=p["ci_low"], diff_ci_high=p["ci_high"],
+                               diff_ci_low_dag=p["ci_low_dag"], diff_ci_high_dag=p["ci_high_dag"])  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main_table(summary: pd.DataFrame, cells: list[dict], labels: list[str]) -> pd.DataFrame:
+    """Methods x cells, on-time success in percent (the table printed at the end of ``local``)."""
+    t = summary.pivot_table(index="method", columns="cell", values="on_time_rate", aggfunc="first", observed=True)
+    t = t.reindex(index=[m for m in labels if m in t.index], columns=[c["cell"] for c in cells])
+    return (100.0 * t).round(1)
+
+
+def table_text(t: pd.DataFrame, title: str) -> str:
+    with pd.option_context("display.max_columns", None, "display.width", 200, "display.max_rows", None):
+        return f"{title}\n{t.to_string(na_rep='-')}"
+
+
+def _write_table(df: pd.DataFrame, out_dir: str, name: str) -> None:
+    import io
+
+    buf = io.StringIO()
+    df.to_csv(buf, index=False)
+    atomic_write_text(os.path.join(out_dir, f"{name}.csv"), buf.getvalue())
+    tmp = os.path.join(out_dir, f".{name}.parquet.tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, os.path.join(out_dir, f"{name}.parquet"))
+
+
+def analyze_run(merged_dir: str, out_dir: str, plots: bool = True) -> AnalysisResult:
+    """Everything from the merged directory alone; writes tables, plots and report.md."""
+    from .plots import make_plots
+    from .report import write_report
+
+    report = load_report(merged_dir)
+    if not report.get("complete"):
+        raise UserError(
+            f"{merged_dir}: the merge is incomplete ({len(report.get('missing', []))} gaps); "
+            "finish the run and merge again before analysing"
+        )
+    with open(os.path.join(merged_dir, "run.json"), encoding="utf-8") as fh:
+        run = json.load(fh)
+    cells = report["cells"]
+    labels = report["method_labels"]
+    df = load_records(merged_dir, report)
+    summary = summarize(df, cells, labels)
+    paired = paired_table(df, cells, labels)
+    best = best_baseline_table(summary, paired, cells)
+    mt = main_table(summary, cells, labels)
+    os.makedirs(out_dir, exist_ok=True)
+    _write_table(summary, out_dir, "summary")
+    _write_table(best, out_dir, "best_baseline")
+    if not paired.empty:
+        _write_table(paired, out_dir, "paired")
+    _write_table(mt.reset_index(), out_dir, "main_table")
+    pngs = make_plots(summary, best, cells, labels, os.path.join(out_dir, "plots"), run) if plots else []
+    text = table_text(mt, "On-time success (%) per method (rows) and cell (columns):")
+    rp = write_report(out_dir, run, report, summary, paired, best, mt, pngs)
+    return AnalysisResult(summary, paired, best, mt, text, rp, pngs)

@@ -1,0 +1,94 @@
+"""The layout of a run directory, and reading a prepared run back.
+
+::
+
+    <run>/run.json            all settings, pool checksum, versions, the shard list
+    <run>/jobs_list.txt       one self-contained command per shard (line N = shard N)
+    <run>/outputs/<group>/dag_<row>.jsonl   per-(budget group, DAG) records
+    <run>/state/sNNNNN.*      claim, heartbeat, progress, done, failures, failed
+    <run>/logs/sNNNNN.log     output of every attempt of a shard (slurm/ for SLURM)
+    <run>/merged/             merge_report.json, cells/<cell>/{records.jsonl,params.json}
+    <run>/analysis/           tables (CSV + Parquet), report.md, plots/*.png
+    <run>/archive/<time>/     what ``prepare --force`` moved aside (never deleted)
+
+Every path is derived from the run directory itself, so a run directory can
+be moved or copied and still be merged and analysed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+
+from simulator.errors import ConfigError
+
+from .shards import ShardSpec
+
+
+class RunDir:
+    """Paths of one run directory."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+
+    def p(self, *parts: str) -> str:
+        return os.path.join(self.path, *parts)
+
+    @property
+    def run_json(self) -> str:
+        return self.p("run.json")
+
+    @property
+    def jobs_list(self) -> str:
+        return self.p("jobs_list.txt")
+
+    @property
+    def outputs(self) -> str:
+        return self.p("outputs")
+
+    @property
+    def state(self) -> str:
+        return self.p("state")
+
+    @property
+    def logs(self) -> str:
+        return self.p("logs")
+
+    @property
+    def merged(self) -> str:
+        return self.p("merged")
+
+    @property
+    def analysis(self) -> str:
+        return self.p("analysis")
+
+    @property
+    def slurm(self) -> str:
+        return self.p("slurm")
+
+    def prepared(self) -> bool:
+        return os.path.exists(self.run_json) and os.path.exists(self.jobs_list)
+
+    @cached_property
+    def run(self) -> dict:
+        if not os.path.exists(self.run_json):
+            raise ConfigError(
+                f"{self.path} is not a prepared run (no run.json); run `bash run_experiment.sh prepare` first "
+                "(with the same RUN_NAME / RESULTS_ROOT)"
+            )
+        with open(self.run_json, encoding="utf-8") as fh:
+            return json.load(fh)
+
+    @cached_property
+    def shards(self) -> list[ShardSpec]:
+        return [ShardSpec.from_json(s) for s in self.run["shards"]]
+
+    def job_lines(self) -> list[str]:
+        with open(self.jobs_list, encoding="utf-8") as fh:
+            return [line.rstrip("\n") for line in fh if line.strip()]
+
+    def shard(self, n: int) -> ShardSpec:
+        if not (0 <= n < len(self.shards)):
+            raise ConfigError(f"shard {n} does not exist (this run has shards 0..{len(self.shards) - 1})")
+        return self.shards[n]

@@ -1,0 +1,207 @@
+"""Run one shard: simulate each DAG of the slice and write its records atomically.
+
+Used by ``run_shard.py`` (the job line). Every setting comes from the
+:class:`~harness.shards.ShardSpec` (the command line); the ``MC_PORTFOLIO_*``
+and ``PLANNING_*`` variables are removed from the environment first, so
+nothing can silently read them. A DAG whose output file verifies is skipped;
+anything else (missing, truncated, partial) is recomputed and replaced by an
+atomic rename, so a kill at any moment loses at most the DAG in progress.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.errors import ConfigError, PoolError
+from simulator.io_utils import atomic_write_json, atomic_write_text, dumps_compact
+from simulator.methods import MCPP, is_baseline
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import load_pool
+from simulator.simulate import RunSettings, simulate_dag_budget
+
+from .grid import RATIO
+from .methods import SUITE_SEP
+from .shards import ShardSpec, check_dag_output
+
+ENV_PREFIXES = ("MC_PORTFOLIO_", "PLANNING_")
+
+
+def scrub_environment() -> None:
+    """Workers take settings from their command line only (never from the environment)."""
+    for k in list(os.environ):
+        if k.startswith(ENV_PREFIXES):
+            del os.environ[k]
+
+
+class ProgressFile:
+    """Throttled JSON progress for the orchestrator's heartbeat and progress bars."""
+
+    def __init__(self, path: str | None, shard: str, total: int, period: float = 1.0) -> None:
+        self.path, self.shard, self.total, self.period = path, shard, total, period
+        self.done = 0
+        self.dags_done = 0
+        self._last = 0.0
+
+    def add(self, n: int) -> None:
+        self.done += int(n)
+        self.write()
+
+    def write(self, force: bool = False) -> None:
+        if not self.path:
+            return
+        now = time.time()
+        if not force and now - self._last < self.period:
+            return
+        self._last = now
+        atomic_write_json(
+            self.path,
+            {"shard": self.shard, "done": self.done, "total": self.total, "dags_done": self.dags_done,
+             "time": now, "pid": os.getpid()},
+            indent=None,
+        )  # fmt: skip
+
+
+def _nominal(fn: Callable, arr, where: str, required: bool) -> float | None:
+    """The nominal scale; None (not an error) when the grid does not need it and it is undefined."""
+    try:
+        return fn(arr, where)
+    except ConfigError:
+        if required:
+            raise
+        return None
+
+
+def simulate_dag(pool, pos: int, spec: ShardSpec, settings: RunSettings, planning_pool, progress) -> list[dict]:
+    """All records of one DAG of the shard, with the cell fields, in a fixed order."""
+    st = pool[pos]
+    dag = int(st.index)
+    where = f"DAG {dag} (problem {st.problem_id!r}): "
+    arr = dag_arrays(pool, pos, settings.cost)
+    nb = _nominal(nominal_budget, arr, where, spec.budget.kind == RATIO)
+    nd = _nominal(nominal_deadline, arr, where, any(d.kind == RATIO for d in spec.deadlines))
+    budget = spec.budget.realize(nb)
+    cells = spec.cells()
+    cell_deadline = [c.deadline.realize(nd) for c in cells]
+    unique_deadlines = list(dict.fromkeys(cell_deadline))
+    trials = list(range(spec.n_trials))
+    runs: list[tuple[str | None, list[dict]]] = [
+        (None, simulate_dag_budget(pool, pos, budget, unique_deadlines, spec.methods, trials, settings,
+                                   planning_pool=planning_pool, progress=progress))
+    ]  # fmt: skip
+    baselines = [m for m in spec.methods if is_baseline(m)]
+    for model in spec.baseline_suite:
+        if not baselines:
+            break
+        s_m = dataclasses.replace(settings, cost=dataclasses.replace(settings.cost, legacy_model=model))
+        runs.append((model, simulate_dag_budget(pool, pos, budget, unique_deadlines, baselines, trials, s_m,
+                                                progress=progress)))  # fmt: skip
+    label_order = {lab.label: i for i, lab in enumerate(spec.labels())}
+    out: list[tuple[tuple, dict]] = []
+    for model, records in runs:
+        for r in records:
+            method = r["method"]
+            label = method if model is None else f"{method}{SUITE_SEP}{model}"
+            for ci, c in enumerate(cells):
+                if cell_deadline[ci] != r["deadline"]:
+                    continue
+                rec = dict(r)
+                rec["method"] = label
+                rec.update(
+                    cell=c.cell_id,
+                    budget_group=spec.group,
+                    budget_input_type=c.budget.kind,
+                    budget_axis_value=c.budget.value,
+                    budget_nominal=nb,
+                    deadline_input_type=c.deadline.kind,
+                    deadline_axis_value=c.deadline.value,
+                    deadline_nominal=nd,
+                    base_method=method,
+                    baseline_model=model,
+                )
+                out.append(((ci, label_order[label], rec["exec_trial"]), rec))
+    out.sort(key=lambda kv: kv[0])
+    return [rec for _, rec in out]
+
+
+def check_pool_checksum(spec: ShardSpec) -> None:
+    if not spec.pool_sha256:
+        return
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        with open(spec.pool, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except FileNotFoundError:
+        raise PoolError("pool file not found", path=spec.pool) from None
+    if h.hexdigest() != spec.pool_sha256:
+        raise ConfigError(
+            f"{spec.pool}: the pool changed since the run was prepared (sha256 {h.hexdigest()[:12]}..., "
+            f"expected {spec.pool_sha256[:12]}...); prepare a new run (or --force) instead of mixing pools"
+        )
+
+
+def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
+    """Compute every unverified DAG of the shard; returns a summary dict."""
+    scrub_environment()
+    t0 = time.time()
+    check_pool_checksum(spec)
+    expected = spec.expected_keys()
+    units = spec.units_per_dag()
+    progress = ProgressFile(spec.progress_file, spec.shard_id, units * len(spec.dags))
+    todo = []
+    for d in spec.dags:
+        if check_dag_output(spec.dag_output(d), d, expected).ok:
+            progress.done += units
+            progress.dags_done += 1
+        else:
+            todo.append(d)
+    progress.write(force=True)
+    reused = len(spec.dags) - len(todo)
+    if todo:
+        pool = load_pool(spec.pool, indices=todo)
+        planning_pool = None
+        if spec.planning.get("pool") and MCPP in spec.methods:
+            planning_pool = load_pool(spec.planning["pool"], indices=todo)
+        settings = RunSettings(
+            seed=spec.seed,
+            cost=CostSetting(
+                cost_mode=spec.cost_mode,
+                latency_dist=spec.latency_dist,
+                prices=spec.prices,
+                default_price_model=spec.default_price_model,
+            ),
+            mcpp=dict(spec.mcpp),
+            planning=dict(spec.planning) if MCPP in spec.methods else {},
+        )
+        for pos, d in enumerate(todo):
+            start = progress.done
+            records = simulate_dag(pool, pos, spec, settings, planning_pool, progress.add)
+            path = spec.dag_output(d)
+            atomic_write_text(path, "".join(dumps_compact(r) + "\n" for r in records))
+            check = check_dag_output(path, d, expected)
+            if not check.ok:  # a bug, not bad luck: never leave a wrong file behind
+                os.unlink(path)
+                raise RuntimeError(f"{path}: output failed verification ({check.problem})")
+            progress.done = start + units
+            progress.dags_done += 1
+            progress.write(force=True)
+    wall = time.time() - t0
+    summary = {
+        "shard": spec.shard_id,
+        "dags": len(spec.dags),
+        "computed": len(todo),
+        "reused": reused,
+        "records": units * len(spec.dags),
+        "wall_s": round(wall, 3),
+    }
+    log(
+        f"shard {spec.shard_id}: {len(spec.dags)} DAG(s) ({len(todo)} computed, {reused} already complete), "
+        f"{summary['records']} records, {wall:.1f} s"
+    )
+    return summary

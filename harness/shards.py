@@ -1,0 +1,319 @@
+"""Shards: what one job computes, its command line, and how its outputs are verified.
+
+A shard is one budget group (a budget and all its deadlines) x a slice of
+DAGs x all trials x all method labels. Baselines are simulated once per
+(budget, DAG) with D = inf and scored for every deadline of the group; MCPP
+runs per cell. Outputs are one file per (budget group, DAG)::
+
+    <run>/outputs/<group>/dag_<row>.jsonl
+
+so the shard layout (``DAGS_PER_SHARD``) never changes what is on disk, and a
+restarted or re-laid-out run reuses every verified file.
+
+A per-DAG file is **verified** when it parses completely and holds exactly
+the expected records: one per (cell of the group, method label, trial), each
+naming the right DAG. A truncated or partial file fails verification and is
+redone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.errors import ConfigError
+
+from .grid import AxisValue, Cell, cell_id
+from .methods import method_labels
+
+RUN_SHARD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_shard.py")
+
+
+def compress_ints(values: Sequence[int]) -> str:
+    """[0,1,2,5,7,8] -> '0-2,5,7-8' (order kept; runs only when ascending by 1)."""
+    parts: list[str] = []
+    i = 0
+    vals = list(values)
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        parts.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def expand_ints(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        a, sep, b = part.partition("-")
+        try:
+            if sep:
+                out.extend(range(int(a), int(b) + 1))
+            else:
+                out.append(int(a))
+        except ValueError:
+            raise ConfigError(f"bad DAG list {text!r}: use '0-9,12'") from None
+    return out
+
+
+@dataclass
+class ShardSpec:
+    """Everything one shard needs; round-trips through its command line."""
+
+    shard: int
+    group: str
+    budget: AxisValue
+    deadlines: list[AxisValue]
+    dags: list[int]
+    pool: str
+    pool_sha256: str
+    out_dir: str
+    n_trials: int
+    seed: int
+    cost_mode: str
+    latency_dist: str
+    methods: list[str]
+    baseline_suite: list[str] = field(default_factory=list)
+    prices: dict[str, float] | None = None
+    default_price_model: str | None = None
+    mcpp: dict[str, Any] = field(default_factory=dict)
+    planning: dict[str, Any] = field(default_factory=dict)
+    progress_file: str | None = None
+
+    @property
+    def shard_id(self) -> str:
+        return f"s{self.shard:05d}"
+
+    def cells(self) -> list[Cell]:
+        return [Cell(self.group, self.budget, d) for d in self.deadlines]
+
+    def labels(self):
+        return method_labels(self.methods, self.baseline_suite)
+
+    def dag_output(self, dag: int, out_dir: str | None = None) -> str:
+        return dag_output_path(out_dir or self.out_dir, self.group, dag)
+
+    def expected_keys(self, dag: int | None = None) -> set[tuple[str, str, int]]:
+        """(cell id, method label, trial) of every record of one DAG's file."""
+        return {
+            (c.cell_id, lab.label, t)
+            for c in self.cells()
+            for lab in self.labels()
+            for t in range(self.n_trials)
+        }
+
+    def units_per_dag(self) -> int:
+        return len(self.deadlines) * len(self.labels()) * self.n_trials
+
+    def to_argv(self) -> list[str]:
+        argv = [
+            "--shard", str(self.shard),
+            "--pool", self.pool,
+            "--pool-sha256", self.pool_sha256,
+            "--out-dir", self.out_dir,
+            "--budget-group", self.group,
+            "--budget", self.budget.token(),
+            "--deadlines", ",".join(d.token() for d in self.deadlines),
+            "--dags", compress_ints(self.dags),
+            "--trials", str(self.n_trials),
+            "--seed", str(self.seed),
+            "--cost-mode", self.cost_mode,
+            "--latency-dist", self.latency_dist,
+            "--methods", ",".join(self.methods),
+        ]  # fmt: skip
+        if self.baseline_suite:
+            argv += ["--baseline-suite", ",".join(self.baseline_suite)]
+        if self.prices is not None:
+            argv += ["--prices", json.dumps(self.prices, sort_keys=True, separators=(",", ":"))]
+        if self.default_price_model:
+            argv += ["--default-price-model", self.default_price_model]
+        if self.mcpp:
+            argv += ["--mcpp-params", json.dumps(self.mcpp, sort_keys=True, separators=(",", ":"))]
+        if self.planning:
+            argv += ["--planning", json.dumps(self.planning, sort_keys=True, separators=(",", ":"))]
+        if self.progress_file:
+            argv += ["--progress-file", self.progress_file]
+        return argv
+
+    def command(self, python: str) -> str:
+        """The self-contained job line (``jobs_list.txt``)."""
+        return " ".join(shlex.quote(a) for a in [python, RUN_SHARD, *self.to_argv()])
+
+    def to_json(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["budget"] = self.budget.token()
+        d["deadlines"] = [x.token() for x in self.deadlines]
+        return d
+
+    @staticmethod
+    def from_json(obj: dict) -> ShardSpec:
+        d = dict(obj)
+        d["budget"] = AxisValue.parse_token(d["budget"])
+        d["deadlines"] = [AxisValue.parse_token(x) for x in d["deadlines"]]
+        return ShardSpec(**d)
+
+
+def add_shard_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``run_shard.py`` (the job line)."""
+    p.add_argument("--shard", type=int, default=0, help="shard number (for messages and progress)")
+    p.add_argument("--pool", required=True, help="execution pool (JSONL)")
+    p.add_argument("--pool-sha256", default="", help="refuse to run if the pool file changed since prepare")
+    p.add_argument("--out-dir", required=True, help="outputs root: <out-dir>/<group>/dag_<row>.jsonl")
+    p.add_argument("--budget-group", required=True, help="budget group key (e.g. b00)")
+    p.add_argument("--budget", required=True, help="ratio:X (x nominal budget) or absolute:X")
+    p.add_argument("--deadlines", required=True, help="comma list of ratio:X / absolute:X (inf allowed)")
+    p.add_argument("--dags", required=True, help="pool rows, e.g. 0-9,12")
+    p.add_argument("--trials", type=int, required=True, help="trials 0..N-1")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--cost-mode", required=True)
+    p.add_argument("--latency-dist", required=True)
+    p.add_argument("--methods", required=True, help="comma list of simulator methods")
+    p.add_argument("--baseline-suite", default="", help="models to re-run the baselines with (comma list)")
+    p.add_argument("--prices", default=None, help="JSON {model: $ per 1M output tokens} (money mode)")
+    p.add_argument("--default-price-model", default=None)
+    p.add_argument("--mcpp-params", default=None, help="JSON of the resolved MCPP parameters")
+    p.add_argument("--planning", default=None, help="JSON of RunSettings.planning (robustness)")
+    p.add_argument("--progress-file", default=None, help="JSON progress for the orchestrator (not a result)")
+
+
+def _json_arg(text: str | None, what: str):
+    if text in (None, ""):
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc.msg}") from None
+
+
+def spec_from_args(a: argparse.Namespace) -> ShardSpec:
+    return ShardSpec(
+        shard=a.shard,
+        group=a.budget_group,
+        budget=AxisValue.parse_token(a.budget),
+        deadlines=[AxisValue.parse_token(x) for x in a.deadlines.split(",") if x],
+        dags=expand_ints(a.dags),
+        pool=os.path.abspath(a.pool),
+        pool_sha256=a.pool_sha256,
+        out_dir=os.path.abspath(a.out_dir),
+        n_trials=a.trials,
+        seed=a.seed,
+        cost_mode=a.cost_mode,
+        latency_dist=a.latency_dist,
+        methods=[m for m in a.methods.split(",") if m],
+        baseline_suite=[m for m in a.baseline_suite.split(",") if m],
+        prices=_json_arg(a.prices, "--prices"),
+        default_price_model=a.default_price_model,
+        mcpp=_json_arg(a.mcpp_params, "--mcpp-params") or {},
+        planning=_json_arg(a.planning, "--planning") or {},
+        progress_file=a.progress_file,
+    )
+
+
+def dag_output_path(out_dir: str, group: str, dag: int) -> str:
+    return os.path.join(out_dir, group, f"dag_{dag:06d}.jsonl")
+
+
+# ----------------------------------------------------------------------------
+# Verification
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class FileCheck:
+    """Result of checking one per-DAG output file."""
+
+    ok: bool
+    problem: str = ""  # "missing", "unreadable", "truncated", "incomplete", "unexpected records"
+    present: set = field(default_factory=set)
+    n_lines: int = 0
+
+
+def read_records(path: str) -> Iterable[tuple[int, str, dict | None]]:
+    """(line number, raw line, parsed record or None if it is not valid JSON)."""
+    with open(path, "rb") as fh:
+        for no, raw in enumerate(fh, 1):
+            text = raw.decode("utf-8", errors="replace")
+            if not text.endswith("\n"):
+                yield no, text, None  # a last line without newline: truncated write
+                continue
+            try:
+                yield no, text, json.loads(text)
+            except json.JSONDecodeError:
+                yield no, text, None
+
+
+def check_dag_output(path: str, dag: int, expected: set[tuple[str, str, int]]) -> FileCheck:
+    """Verify one per-DAG file against the expected (cell, method, trial) keys."""
+    if not os.path.exists(path):
+        return FileCheck(False, "missing")
+    present: set = set()
+    bad = False
+    n = 0
+    try:
+        for _, _, rec in read_records(path):
+            n += 1
+            if rec is None or not isinstance(rec, dict):
+                bad = True
+                continue
+            key = (rec.get("cell"), rec.get("method"), rec.get("exec_trial"))
+            if rec.get("dag_idx") != dag or key not in expected or key in present:
+                return FileCheck(False, "unexpected records", present, n)
+            present.add(key)
+    except OSError as exc:
+        return FileCheck(False, f"unreadable ({exc})")
+    if bad:
+        return FileCheck(False, "truncated", present, n)
+    if present != expected:
+        return FileCheck(False, "incomplete", present, n)
+    return FileCheck(True, "", present, n)
+
+
+def verify_shard(spec: ShardSpec, out_dir: str | None = None) -> dict[int, FileCheck]:
+    """Check every DAG file of a shard (``out_dir`` overrides the recorded one)."""
+    expected = spec.expected_keys()
+    return {d: check_dag_output(spec.dag_output(d, out_dir), d, expected) for d in spec.dags}
+
+
+def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
+    """Cut the run into shards: budget group x DAG slice (``cfg.dags_per_shard`` DAGs)."""
+    shards: list[ShardSpec] = []
+    k = cfg.dags_per_shard
+    for g in cfg.grid.groups:
+        for s in range(0, len(cfg.dags), k):
+            n = len(shards)
+            shards.append(
+                ShardSpec(
+                    shard=n,
+                    group=g.key,
+                    budget=g.budget,
+                    deadlines=list(g.deadlines),
+                    dags=list(cfg.dags[s : s + k]),
+                    pool=cfg.pool_path,
+                    pool_sha256=cfg.pool_sha256,
+                    out_dir=out_dir,
+                    n_trials=cfg.n_trials,
+                    seed=cfg.seed,
+                    cost_mode=cfg.cost_mode,
+                    latency_dist=cfg.latency_dist,
+                    methods=list(cfg.methods),
+                    baseline_suite=list(cfg.baseline_suite),
+                    prices=cfg.prices,
+                    default_price_model=cfg.default_price_model,
+                    mcpp=dict(cfg.mcpp),
+                    planning=dict(cfg.planning),
+                    progress_file=os.path.join(state_dir, f"s{n:05d}.progress"),
+                )
+            )
+    return shards
+
+
+__all__ = ["ShardSpec", "cell_id", "layout_shards", "verify_shard", "check_dag_output"]

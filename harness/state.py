@@ -1,0 +1,166 @@
+"""Shard state on a shared filesystem: claims, heartbeats, done and failed markers.
+
+Files under ``<run>/state`` (``sid`` = ``s00042``):
+
+* ``sid.claim``  created with O_CREAT|O_EXCL: exactly one worker wins a claim;
+  holds the worker id, host, pid, time.
+* ``sid.heartbeat``  rewritten every HEARTBEAT_SECONDS by the claiming worker
+  (time and progress); ``resume`` releases claims whose heartbeat is older
+  than STALE_SECONDS (the heartbeat, not the outputs: an MCPP DAG can take
+  longer than any reasonable output age).
+* ``sid.progress``  written by the shard process itself (units done / total).
+* ``sid.done``  written only after every per-DAG output was verified.
+* ``sid.failures``  one JSON line per failed attempt; after MAX_SHARD_FAILURES
+  lines, ``sid.failed`` is written and no worker takes the shard any more
+  (``resume --retry-failed`` clears it).
+
+All writes are atomic renames or O_EXCL creates, so workers on several
+machines sharing the directory never corrupt each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+
+from simulator.io_utils import atomic_write_json
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class ShardState:
+    """State files of the shards of one run."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.dir = state_dir
+        os.makedirs(state_dir, exist_ok=True)
+
+    def f(self, sid: str, kind: str) -> str:
+        return os.path.join(self.dir, f"{sid}.{kind}")
+
+    # --- reading ---------------------------------------------------------------
+
+    def read(self, sid: str, kind: str) -> dict | None:
+        try:
+            with open(self.f(sid, kind), encoding="utf-8") as fh:
+                text = fh.read()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        try:
+            return json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            return {}
+
+    def exists(self, sid: str, kind: str) -> bool:
+        return os.path.exists(self.f(sid, kind))
+
+    def is_done(self, sid: str) -> bool:
+        return self.exists(sid, "done")
+
+    def is_failed(self, sid: str) -> bool:
+        return self.exists(sid, "failed")
+
+    def failures(self, sid: str) -> list[dict]:
+        try:
+            with open(self.f(sid, "failures"), encoding="utf-8") as fh:
+                out = []
+                for line in fh:
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        out.append({})
+                return out
+        except FileNotFoundError:
+            return []
+
+    def heartbeat_age(self, sid: str, now: float | None = None) -> float | None:
+        """Seconds since the last heartbeat (or since the claim, if none yet)."""
+        now = time.time() if now is None else now
+        for kind in ("heartbeat", "claim"):
+            rec = self.read(sid, kind)
+            if rec and "time" in rec:
+                if kind == "heartbeat":
+                    claim = self.read(sid, "claim") or {}
+                    if claim.get("worker") not in (None, rec.get("worker")):
+                        continue  # heartbeat of an earlier claim
+                return now - float(rec["time"])
+        try:
+            return now - os.path.getmtime(self.f(sid, "claim"))
+        except FileNotFoundError:
+            return None
+
+    # --- claims -------------------------------------------------------------------
+
+    def claim(self, sid: str, worker: str, extra: dict | None = None) -> bool:
+        """Atomically claim a shard; False if someone else holds it."""
+        try:
+            fd = os.open(self.f(sid, "claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        rec = {"worker": worker, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+        rec.update(extra or {})
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(rec, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return True
+
+    def owner(self, sid: str) -> str | None:
+        rec = self.read(sid, "claim")
+        return None if rec is None else rec.get("worker", "")
+
+    def release(self, sid: str, worker: str | None = None) -> bool:
+        """Remove the claim (only if ``worker`` holds it, when given)."""
+        if worker is not None and self.owner(sid) not in (worker, ""):
+            return False
+        try:
+            os.unlink(self.f(sid, "claim"))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def heartbeat(self, sid: str, worker: str, progress: dict | None = None) -> None:
+        if self.owner(sid) not in (worker, ""):
+            return  # our claim was released (stale) and taken by someone else
+        rec = {"worker": worker, "time": time.time()}
+        rec.update(progress or {})
+        atomic_write_json(self.f(sid, "heartbeat"), rec, indent=None)
+
+    # --- outcomes -------------------------------------------------------------------
+
+    def mark_done(self, sid: str, info: dict) -> None:
+        atomic_write_json(self.f(sid, "done"), {"time": time.time(), **info}, indent=None)
+
+    def add_failure(self, sid: str, info: dict, max_failures: int) -> bool:
+        """Record a failed attempt; returns True when the shard is now marked failed."""
+        line = json.dumps({"time": time.time(), **info}) + "\n"
+        fd = os.open(self.f(sid, "failures"), os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        n = len(self.failures(sid))
+        if n >= max_failures:
+            atomic_write_json(self.f(sid, "failed"), {"time": time.time(), "failures": n, **info}, indent=None)
+            return True
+        return False
+
+    def clear_failed(self, sid: str) -> None:
+        for kind in ("failed", "failures"):
+            try:
+                os.unlink(self.f(sid, kind))
+            except FileNotFoundError:
+                pass
+
+    def reset(self, sid: str) -> None:
+        """Forget everything about a shard (prepare with a new layout)."""
+        for kind in ("claim", "heartbeat", "progress", "done", "failures", "failed"):
+            try:
+                os.unlink(self.f(sid, kind))
+            except FileNotFoundError:
+                pass

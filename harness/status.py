@@ -1,0 +1,145 @@
+"""``status`` (per shard: pending / running / done / failed, totals, ETA) and ``resume``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .rundir import RunDir
+from .state import ShardState
+
+
+@dataclass
+class ShardStatus:
+    n: int
+    sid: str
+    state: str  # pending, running, stale, done, failed
+    units: int
+    done_units: int
+    heartbeat_age: float | None = None
+    worker: str = ""
+    failures: int = 0
+    note: str = ""
+    wall_s: float | None = None
+
+
+def collect(rd: RunDir, stale_seconds: float) -> list[ShardStatus]:
+    st = ShardState(rd.state)
+    now = time.time()
+    out = []
+    for spec in rd.shards:
+        sid = spec.shard_id
+        units = spec.units_per_dag() * len(spec.dags)
+        fails = st.failures(sid)
+        if st.is_done(sid):
+            info = st.read(sid, "done") or {}
+            out.append(ShardStatus(spec.shard, sid, "done", units, units, failures=len(fails),
+                                   wall_s=info.get("wall_s")))  # fmt: skip
+            continue
+        if st.is_failed(sid):
+            last = fails[-1] if fails else {}
+            out.append(ShardStatus(spec.shard, sid, "failed", units, 0, failures=len(fails),
+                                   note=str(last.get("problem", "")), worker=str(last.get("log", ""))))  # fmt: skip
+            continue
+        claim = st.read(sid, "claim")
+        if claim is not None:
+            age = st.heartbeat_age(sid, now)
+            hb = st.read(sid, "heartbeat") or {}
+            prog = st.read(sid, "progress") or {}
+            done = int(max(prog.get("done", 0), hb.get("done", 0)) if prog or hb else 0)
+            state = "stale" if age is not None and age > stale_seconds else "running"
+            out.append(ShardStatus(spec.shard, sid, state, units, min(done, units), age,
+                                   str(claim.get("worker", "")), len(fails)))  # fmt: skip
+            continue
+        out.append(ShardStatus(spec.shard, sid, "pending", units, 0, failures=len(fails)))
+    return out
+
+
+def _fmt_s(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = max(0.0, s)
+    if s < 90:
+        return f"{s:.0f}s"
+    if s < 5400:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h"
+
+
+def eta_seconds(shards: list[ShardStatus], first_claim: float | None) -> float | None:
+    """Remaining units / observed rate (units per second of shard wall time x parallelism)."""
+    done = [s for s in shards if s.state == "done" and s.wall_s]
+    remaining = sum(s.units - s.done_units for s in shards if s.state in ("pending", "running", "stale"))
+    if remaining == 0:
+        return 0.0
+    running = max(1, sum(s.state == "running" for s in shards))
+    if done:
+        rate = sum(s.units for s in done) / sum(s.wall_s for s in done)  # per shard process
+        return remaining / (rate * running)
+    progressed = sum(s.done_units for s in shards if s.state == "running")
+    if progressed and first_claim:
+        elapsed = time.time() - first_claim
+        return remaining * elapsed / progressed if elapsed > 0 else None
+    return None
+
+
+def render_status(rd: RunDir, stale_seconds: float, verbose: bool = False, slurm_lines: list[str] | None = None) -> str:
+    shards = collect(rd, stale_seconds)
+    st = ShardState(rd.state)
+    claims = [st.read(s.sid, "claim") or {} for s in shards if s.state in ("running", "stale")]
+    first = min((c.get("time", time.time()) for c in claims), default=None)
+    lines = [f"run {rd.run.get('run_name')} ({rd.path}), fingerprint {rd.run.get('fingerprint')}"]
+    show_all = verbose or len(shards) <= 40
+    for s in shards:
+        if not show_all and s.state in ("done", "pending"):
+            continue
+        pct = 100.0 * s.done_units / s.units if s.units else 100.0
+        extra = ""
+        if s.state in ("running", "stale"):
+            extra = f" heartbeat {_fmt_s(s.heartbeat_age)} ago, {pct:5.1f}% ({s.done_units}/{s.units}), {s.worker}"
+            if s.state == "stale":
+                extra += "  <- stale: `run_experiment.sh resume` releases it"
+        elif s.state == "failed":
+            extra = f" after {s.failures} tries: {s.note}  (log: {s.worker})"
+        elif s.state == "done" and s.wall_s:
+            extra = f" in {_fmt_s(s.wall_s)}"
+        elif s.failures:
+            extra = f" ({s.failures} failed attempt(s))"
+        lines.append(f"  {s.sid} {s.state.upper():8s}{extra}")
+    counts = {k: sum(s.state == k for s in shards) for k in ("pending", "running", "stale", "done", "failed")}
+    units = sum(s.units for s in shards)
+    done_units = sum(s.done_units for s in shards)
+    lines.append(
+        "totals: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" of {len(shards)} shards; "
+        f"{done_units}/{units} records ({100.0 * done_units / max(units, 1):.1f}%)"
+    )
+    eta = eta_seconds(shards, first)
+    if counts["failed"]:
+        lines.append(
+            f"FAILED shards: {[s.sid for s in shards if s.state == 'failed']} — see their logs; "
+            "`run_experiment.sh resume --retry-failed` makes them pending again"
+        )
+    if counts["done"] == len(shards):
+        lines.append("all shards done: `run_experiment.sh merge` then `analyze`")
+    else:
+        lines.append(f"ETA: {_fmt_s(eta) if eta is not None else 'unknown (no shard finished yet)'}")
+    if slurm_lines:
+        lines.extend(slurm_lines)
+    return "\n".join(lines)
+
+
+def resume(rd: RunDir, stale_seconds: float, retry_failed: bool = False, out=print) -> int:
+    """Release claims whose heartbeat is older than ``stale_seconds``; optionally un-fail shards."""
+    st = ShardState(rd.state)
+    released = []
+    for s in collect(rd, stale_seconds):
+        if s.state == "stale" and st.release(s.sid):
+            released.append(s.sid)
+        if retry_failed and s.state == "failed":
+            st.clear_failed(s.sid)
+            out(f"{s.sid}: failed marker cleared (pending again)")
+    if released:
+        out(f"released {len(released)} stale claim(s) (heartbeat older than {stale_seconds:.0f}s): {released}")
+    else:
+        out(f"no stale claims (heartbeat older than {stale_seconds:.0f}s)")
+    return len(released)

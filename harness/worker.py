@@ -1,0 +1,301 @@
+"""Running shards: one claimed shard, the ``auto`` worker loop, and ``local`` (a process pool).
+
+Every path runs the same thing: line N of ``jobs_list.txt`` as a child
+process, under a claim with a heartbeat, and marks the shard done only after
+its outputs verify. ``local`` is just N_WORKERS ``auto`` loops in threads of
+one process (the simulation work happens in the child processes), plus tqdm
+progress bars fed by the shards' progress files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .rundir import RunDir
+from .shards import verify_shard
+from .state import ShardState, new_worker_id
+
+
+@dataclass
+class WorkerOptions:
+    max_failures: int = 3
+    heartbeat_seconds: float = 10.0
+    threads_per_shard: int | None = None  # NUMBA_NUM_THREADS of the shard process
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child
+    """Kill the shard process if the worker that started it dies (Linux)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _tail(path: str, n: int = 8) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - 4000))
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+    except OSError:
+        return ""
+
+
+class ShardRunner:
+    """Runs shards of one run directory under claims (thread-safe per instance use)."""
+
+    def __init__(
+        self,
+        rd: RunDir,
+        opts: WorkerOptions,
+        stop: threading.Event | None = None,
+        worker_id: str | None = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.rd = rd
+        self.opts = opts
+        self.stop = stop or threading.Event()
+        self.worker = worker_id or new_worker_id()
+        self.state = ShardState(rd.state)
+        self.log = log
+        self.lines = rd.job_lines()
+
+    def run(self, n: int, foreground: bool = False) -> str:
+        """Claim and run shard n. Returns done / skip / busy / error / failed / interrupted."""
+        spec = self.rd.shard(n)
+        sid = spec.shard_id
+        st = self.state
+        if st.is_done(sid) or (st.is_failed(sid) and not foreground):
+            return "skip"
+        attempt = len(st.failures(sid)) + 1
+        if not st.claim(sid, self.worker, {"attempt": attempt}):
+            return "busy"
+        try:
+            if st.is_done(sid):
+                return "skip"
+            return self._run_claimed(n, sid, spec, attempt, foreground)
+        finally:
+            st.release(sid, self.worker)
+
+    def _run_claimed(self, n: int, sid: str, spec, attempt: int, foreground: bool) -> str:
+        st = self.state
+        total = spec.units_per_dag() * len(spec.dags)
+        st.heartbeat(sid, self.worker, {"done": 0, "total": total, "attempt": attempt})
+        os.makedirs(self.rd.logs, exist_ok=True)
+        log_path = os.path.join(self.rd.logs, f"{sid}.log")
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.opts.threads_per_shard:
+            env["NUMBA_NUM_THREADS"] = str(self.opts.threads_per_shard)
+        t0 = time.time()
+        with open(log_path, "ab") as logf:
+            logf.write(
+                f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {sid} attempt {attempt} worker {self.worker}\n".encode()
+            )
+            logf.flush()
+            out = None if foreground else logf
+            proc = subprocess.Popen(
+                ["bash", "-c", self.lines[n]],
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+                env=env,
+                preexec_fn=_set_pdeathsig,
+            )
+            interrupted = self._wait(proc, sid, total, attempt)
+        rc = proc.returncode
+        checks = verify_shard(spec, self.rd.outputs)
+        bad = {d: c.problem for d, c in checks.items() if not c.ok}
+        if rc == 0 and not bad:
+            st.mark_done(sid, {"worker": self.worker, "attempt": attempt, "units": total, "wall_s": time.time() - t0})
+            if foreground:
+                st.clear_failed(sid)
+            return "done"
+        if interrupted:
+            return "interrupted"
+        problem = f"exit code {rc}" if rc != 0 else f"outputs incomplete: {dict(list(bad.items())[:5])}"
+        failed = st.add_failure(
+            sid,
+            {"worker": self.worker, "attempt": attempt, "exit_code": rc, "problem": problem,
+             "log": log_path, "log_tail": _tail(log_path)},
+            self.opts.max_failures,
+        )  # fmt: skip
+        verdict = "failed" if failed else "error"
+        self.log(
+            f"{sid}: attempt {attempt} failed ({problem})"
+            + (f"; marked FAILED after {self.opts.max_failures} tries" if failed else "; released for a retry")
+            + f"; log: {log_path}"
+        )
+        return verdict
+
+    def _wait(self, proc: subprocess.Popen, sid: str, total: int, attempt: int) -> bool:
+        """Wait for the shard process, heartbeating; True if stopped by ``self.stop``."""
+        last = 0.0
+        prog_path = self.state.f(sid, "progress")
+        while True:
+            try:
+                proc.wait(timeout=0.25)
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stop.is_set():
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                return True
+            now = time.time()
+            if now - last >= self.opts.heartbeat_seconds:
+                last = now
+                prog = _read_json(prog_path) or {}
+                self.state.heartbeat(
+                    sid, self.worker, {"done": prog.get("done", 0), "total": total, "attempt": attempt}
+                )
+
+
+def _read_json(path: str) -> dict | None:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def auto_loop(runner: ShardRunner, on_outcome: Callable[[int, str], None] | None = None) -> dict[str, int]:
+    """Claim and run shards until none is left to claim; returns outcome counts.
+
+    Shards that failed (and were released) are retried in later passes until
+    they succeed or reach the failure limit.
+    """
+    counts: dict[str, int] = {}
+    n_shards = len(runner.rd.shards)
+    while not runner.stop.is_set():
+        ran = False
+        for n in range(n_shards):
+            if runner.stop.is_set():
+                break
+            outcome = runner.run(n)
+            if outcome in ("skip", "busy"):
+                continue
+            counts[outcome] = counts.get(outcome, 0) + 1
+            if on_outcome:
+                on_outcome(n, outcome)
+            ran = True
+        if not ran:
+            break
+    return counts
+
+
+def default_workers() -> int:
+    from .config import cpu_count
+
+    return cpu_count()
+
+
+class _Progress:
+    """tqdm bars over shards and DAG-trials, fed from the state directory."""
+
+    def __init__(self, rd: RunDir, enabled: bool = True) -> None:
+        from tqdm import tqdm
+
+        self.rd = rd
+        self.state = ShardState(rd.state)
+        self.units = [s.units_per_dag() * len(s.dags) for s in rd.shards]
+        tty = sys.stderr.isatty()
+        kw = {"file": sys.stderr, "disable": not enabled, "mininterval": 0.5 if tty else 30.0, "dynamic_ncols": True}
+        self.bar_shards = tqdm(total=len(self.units), desc="shards", unit="shard", position=0, **kw)
+        self.bar_units = tqdm(total=sum(self.units), desc="DAG-trials", unit="rec", position=1, **kw)
+        self.done: set[int] = set()
+
+    def poll(self) -> None:
+        units = 0
+        for n, u in enumerate(self.units):
+            sid = f"s{n:05d}"
+            if n in self.done or self.state.is_done(sid):
+                self.done.add(n)
+                units += u
+            elif self.state.exists(sid, "claim"):
+                prog = _read_json(self.state.f(sid, "progress")) or {}
+                units += min(int(prog.get("done", 0)), u)
+        # update() (not n = ...; refresh()) keeps tqdm's mininterval: few lines in a CI log.
+        if len(self.done) > self.bar_shards.n:
+            self.bar_shards.update(len(self.done) - self.bar_shards.n)
+        if units > self.bar_units.n:
+            self.bar_units.update(units - self.bar_units.n)
+
+    def close(self) -> None:
+        self.poll()
+        self.bar_shards.refresh()
+        self.bar_units.refresh()
+        self.bar_shards.close()
+        self.bar_units.close()
+
+
+def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = True) -> dict[str, int]:
+    """Run every pending shard on this machine with ``n_workers`` parallel shard processes."""
+    from .config import cpu_count
+
+    n_workers = max(1, n_workers)
+    if opts.threads_per_shard is None:
+        opts.threads_per_shard = max(1, cpu_count() // n_workers)
+    stop = threading.Event()
+    counts: dict[str, int] = {}
+    lock = threading.Lock()
+    messages: list[str] = []
+
+    def log(msg: str) -> None:
+        with lock:
+            messages.append(msg)
+
+    def work() -> None:
+        runner = ShardRunner(rd, opts, stop, log=log)
+        for k, v in auto_loop(runner).items():
+            with lock:
+                counts[k] = counts.get(k, 0) + v
+
+    bars = _Progress(rd, enabled=progress)
+    threads = [threading.Thread(target=work, name=f"worker-{i}", daemon=True) for i in range(n_workers)]
+    old_term = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):  # pragma: no cover - signal path
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_term)
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.5)
+            bars.poll()
+            with lock:
+                while messages:
+                    bars.bar_units.write(messages.pop(0), file=sys.stderr)
+    except KeyboardInterrupt:
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
+    finally:
+        bars.close()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, old_term)
+    for m in messages:
+        print(m, file=sys.stderr)
+    return counts

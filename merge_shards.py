@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Merge a run's per-DAG outputs into per-cell record files with a coverage check.
+
+Exits 1 naming the missing DAGs, trials and methods when anything is
+missing. Works from any directory: the run is located by --run-dir (or
+RUN_DIR, else $RESULTS_ROOT/$RUN_NAME). See docs/harness.md.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness.cli import run_dir_from_env  # noqa: E402
+from harness.cli_util import run_cli  # noqa: E402
+from harness.merge import IncompleteRun, merge  # noqa: E402
+from harness.rundir import RunDir  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="merge_shards.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", help="run directory (default: RUN_DIR or $RESULTS_ROOT/$RUN_NAME)")
+    args = ap.parse_args(argv)
+    rd = RunDir(args.run_dir) if args.run_dir else run_dir_from_env()
+
+    def go():
+        try:
+            merge(rd)
+        except IncompleteRun as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+        return 0
+
+    return run_cli(go)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Run one shard of a prepared run (the command of one line of jobs_list.txt).
+
+Every setting is a flag (the job line is self-contained; the environment is
+never read). Per-DAG outputs are written atomically; DAGs whose output
+already verifies are skipped, truncated or partial ones are redone.
+See docs/harness.md.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness.cli_util import run_cli  # noqa: E402
+from harness.shard_runner import run_shard  # noqa: E402
+from harness.shards import add_shard_arguments, spec_from_args  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="run_shard.py",
+        description="Simulate one shard: a budget group (budget + its deadlines) x a DAG slice x all "
+        "trials x all methods; writes <out-dir>/<group>/dag_<row>.jsonl per DAG.",
+    )
+    add_shard_arguments(ap)
+    args = ap.parse_args(argv)
+    return run_cli(lambda: run_shard(spec_from_args(args)) and 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
