@@ -211,6 +211,34 @@ def _parse_template(ctx: _Ctx, tpl: Any, node: Any, model: str) -> dict[str, flo
     return out
 
 
+def _parse_rows_fast(rows: list) -> np.ndarray | None:
+    """Vectorised parse of well-formed rows; None when anything needs the careful path.
+
+    Each column goes through ``np.array`` without a dtype, so strings, None
+    or nested values give a non-numeric array and send the rows to the
+    careful path, which names the offending row.
+    """
+    try:
+        cols = (
+            np.array([r["latency"] for r in rows]),
+            np.array([r["success"] for r in rows]),
+            np.array([r["cost"] for r in rows]),
+            np.array([r["token_cost"] for r in rows]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if any(c.dtype.kind not in "biuf" or c.ndim != 1 for c in cols):
+        return None
+    out = np.empty((len(rows), 4))
+    for k, c in enumerate(cols):
+        out[:, k] = c
+    if not np.isfinite(out).all() or (out < 0).any() or not np.isin(out[:, 1], (0.0, 1.0)).all():
+        return None
+    np.maximum(out[:, 0], LATENCY_FLOOR, out=out[:, 0])
+    np.maximum(out[:, 2:], COST_FLOOR, out=out[:, 2:])
+    return out
+
+
 def _parse_rows(ctx: _Ctx, rows: Any, node: Any, model: str) -> np.ndarray:
     """(k, 4) float array: latency, success, cost, token_cost (with fallbacks)."""
     if not isinstance(rows, list):
@@ -239,6 +267,33 @@ def _parse_rows(ctx: _Ctx, rows: Any, node: Any, model: str) -> np.ndarray:
             raise ctx.error(f"{what} has an infinite value", node)
         out[r] = (lat, float(bool(s)), max(cost, COST_FLOOR), max(tok, COST_FLOOR))
     return out
+
+
+class _PendingRows:
+    """Rows of one (node, model), parsed later together with the whole DAG's rows."""
+
+    __slots__ = ("rows", "node", "model")
+
+    def __init__(self, rows: Any, node: Any, model: str) -> None:
+        self.rows, self.node, self.model = rows, node, model
+
+
+def _resolve_pending_rows(ctx: _Ctx, per_node: list[dict]) -> None:
+    """Parse every pending row group of a DAG in one vectorised pass (careful path on failure)."""
+    pending = [(stats, m, r) for stats in per_node for m, (_, r) in stats.items() if isinstance(r, _PendingRows)]
+    if not pending:
+        return
+    fast = None
+    if all(isinstance(r.rows, list) for _, _, r in pending):
+        fast = _parse_rows_fast([row for _, _, r in pending for row in r.rows])
+    start = 0
+    for stats, m, r in pending:
+        if fast is not None:
+            block = fast[start : start + len(r.rows)]
+            start += len(r.rows)
+        else:
+            block = _parse_rows(ctx, r.rows, r.node, r.model)
+        stats[m] = (stats[m][0], block)
 
 
 def _template_from_rows(rows: np.ndarray) -> dict[str, float]:
@@ -358,19 +413,19 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
                 rows = by_model.get(m)
                 if rows is None and "empirical_samples" in nd and m == (legacy or DEFAULT_MODEL):
                     rows = nd["empirical_samples"]
-                r = _parse_rows(ctx, rows, nid, m) if rows else None
-                if t is None:
-                    r = None  # imputed/unavailable model
+                # rows of an unavailable (imputed) model are ignored
+                r = _PendingRows(rows, nid, m) if (rows and t is not None) else None
                 stats[m] = (t, r)
         else:
             tpl = nd.get("template")
             rows = nd.get("empirical_samples")
-            r = _parse_rows(ctx, rows, nid, DEFAULT_MODEL) if rows else None
             t = _parse_template(ctx, tpl, nid, DEFAULT_MODEL) if tpl is not None else None
-            if t is None and tpl is not None:
-                r = None
-            if t is None and r is not None:
+            r = None
+            if rows and tpl is None:  # statistics from the rows alone
+                r = _parse_rows(ctx, rows, nid, DEFAULT_MODEL)
                 t = _template_from_rows(r)
+            elif rows and t is not None:
+                r = _PendingRows(rows, nid, DEFAULT_MODEL)
             if t is None:
                 raise ctx.error("no usable statistics for any model (no template, no rows)", nid)
             stats[DEFAULT_MODEL] = (t, r)
@@ -381,6 +436,7 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
         per_node.append(stats)
         legacy_names.append(str(legacy) if legacy is not None else None)
 
+    _resolve_pending_rows(ctx, per_node)
     model_ids = tuple(model_order)
     mi = {m: j for j, m in enumerate(model_ids)}
     m_count = len(model_ids)
@@ -446,6 +502,19 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
 # ----------------------------------------------------------------------------
 
 
+try:  # orjson parses twice as fast; it rejects Infinity/NaN, so those lines go to json
+    import orjson
+
+    def _loads(raw: bytes) -> Any:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return json.loads(raw)
+
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+
 def _preview(raw: bytes, width: int = 80) -> str:
     text = raw.decode("utf-8", errors="replace").strip()
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -473,7 +542,7 @@ def load_pool(path: str | os.PathLike, indices: Sequence[int] | None = None) -> 
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = _loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise PoolError(
                     f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc}): {_preview(raw)!r}",
