@@ -155,7 +155,7 @@ def main() -> None:
     results["jit"] = jit_times()
     print("jit", json.dumps(results["jit"]))
     results["example_pool"] = episodes_per_second(str(EXAMPLE), args.trials)
-    print("example pool: %.2f us/episode" % results["example_pool"]["us_per_episode_mean"])
+    print(f"example pool: {results['example_pool']['us_per_episode_mean']:.2f} us/episode")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "layered20.jsonl")
         subprocess.run(
@@ -165,7 +165,7 @@ def main() -> None:
         )
         results["layered_20_nodes"] = episodes_per_second(path, args.trials)
         results["layered_20_nodes"]["pool"] = "synthetic layered, 20 DAGs x 20 nodes, 4 models, 16 rows"
-    print("layered 20: %.2f us/episode" % results["layered_20_nodes"]["us_per_episode_mean"])
+    print(f"layered 20: {results['layered_20_nodes']['us_per_episode_mean']:.2f} us/episode")
     results["pool_memory"] = pool_memory(args.memory_dags)
     print("pool memory", json.dumps(results["pool_memory"]))
     from simulator.io_utils import atomic_write_json
