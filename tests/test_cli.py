@@ -1,0 +1,56 @@
+"""``python -m simulator`` validate / simulate: output and readable errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, chain_dag
+
+EXAMPLE = os.path.join(ROOT, "examples", "example_pool.jsonl")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_validate_summary():
+    r = run("validate", "--pool", EXAMPLE)
+    assert r.returncode == 0, r.stderr
+    assert "DAGs: 24" in r.stdout and "4B_ins" in r.stdout and "depth" in r.stdout
+
+
+def test_simulate_json_and_text(tmp_path):
+    r = run("simulate", "--pool", EXAMPLE, "--dag", "2", "--budget-ratio", "1", "--deadline-ratio", "2",
+            "--method", "sequential_2", "--trials", "300", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    p = out["on_time_completion_probability"]
+    lo, hi = out["ci95"]
+    assert 0 <= lo <= p <= hi <= 1 and out["trials"] == 300
+    assert sum(out["termination"].values()) == 300
+    r2 = run("simulate", "--pool", EXAMPLE, "--dag", "2", "--budget-ratio", "1", "--deadline-ratio", "2",
+             "--method", "sequential_2", "--trials", "300", "--json")
+    assert r2.stdout == r.stdout  # same command, same numbers
+    r3 = run("simulate", "--pool", EXAMPLE, "--dag", "2", "--budget", "4000", "--deadline", "50",
+             "--method", "uniform", "--trials", "50")
+    assert r3.returncode == 0 and "on-time completion probability" in r3.stdout
+
+
+def test_errors_are_one_readable_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(chain_dag(2)) + "\n{oops\n")
+    r = run("validate", "--pool", str(bad))
+    assert r.returncode == 2 and "line 2" in r.stderr and "not valid JSON" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run("simulate", "--pool", EXAMPLE, "--dag", "0", "--budget", "1", "--deadline", "1", "--method", "nope")
+    assert r.returncode == 2 and "unknown method 'nope'" in r.stderr
+    r = run("simulate", "--pool", EXAMPLE, "--dag", "0", "--budget", "1", "--deadline", "1",
+            "--cost-mode", "dollars")
+    assert r.returncode == 2 and "unknown cost mode" in r.stderr
+    zero = tmp_path / "zero.jsonl"
+    zero.write_text(json.dumps(chain_dag(2, p=0.0)) + "\n")
+    r = run("simulate", "--pool", str(zero), "--budget-ratio", "1", "--deadline", "5")
+    assert r.returncode == 2 and "success probability 0" in r.stderr and "node 0" in r.stderr
