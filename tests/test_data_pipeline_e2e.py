@@ -16,9 +16,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-import fake_lake
 import pytest
-from fake_chat_server import FakeChatServer
 
 import build_aligned_union_dag_pools as aligner
 import build_loader_dag_pool_from_rollouts as loader
@@ -27,6 +25,8 @@ from codeflow.dataset import load_problems
 from ProofFlow import run_proofflow_node_rollouts as pf_runner
 from ProofFlow.lean_check import LEAN_TOOLCHAIN
 from simulator.pool import load_index_file, load_pool
+from tests import fake_lake
+from tests.fake_chat_server import FakeChatServer
 
 pytestmark = pytest.mark.slow
 

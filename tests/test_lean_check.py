@@ -10,7 +10,6 @@ import json
 import shutil
 from pathlib import Path
 
-import fake_lake
 import pytest
 
 from ProofFlow import lean_check
@@ -23,6 +22,7 @@ from ProofFlow.lean_check import (
     prepare_source,
 )
 from simulator.errors import UserError
+from tests import fake_lake
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "lean"
 REPO = Path(__file__).resolve().parents[1]

@@ -13,9 +13,7 @@ import types
 from collections import Counter
 from pathlib import Path
 
-import fake_lake
 import pytest
-from fake_chat_server import FakeChatServer
 
 from codeflow.llm_client import ClientConfig
 from ProofFlow import convert_proofflow_pickle_to_dag_pool as conv
@@ -25,6 +23,8 @@ from ProofFlow.lean_check import LEAN_TOOLCHAIN, LeanChecker
 from ProofFlow.safe_pickle import UnsafePickleError, load_proofflow_pickle
 from simulator.errors import UserError
 from simulator.pool import load_pool
+from tests import fake_lake
+from tests.fake_chat_server import FakeChatServer
 
 REPO = Path(__file__).resolve().parents[1]
 PICKLES = sorted((REPO / "ProofFlow" / "source_pickles").glob("*.pickle"))
