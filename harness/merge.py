@@ -122,6 +122,7 @@ def merge(rd: RunDir, out=print) -> dict:
         }
         os.makedirs(rd.merged, exist_ok=True)
         if gaps:
+            report["reopened_shards"] = reopen_shards(rd, gaps)
             atomic_write_json(os.path.join(rd.merged, "merge_report.json"), report)
             raise IncompleteRun(describe_gaps(report, rd))
         cells_dir = os.path.join(rd.merged, "cells")
@@ -139,6 +140,27 @@ def merge(rd: RunDir, out=print) -> dict:
         f"{len(dags)} DAGs x {n_trials} trials -> {rd.merged}"
     )
     return report
+
+
+def reopen_shards(rd: RunDir, gaps: list[dict]) -> list[str]:
+    """Shards marked done whose files turned out bad (e.g. truncated later): make them pending again."""
+    from .state import ShardState
+
+    st = ShardState(rd.state)
+    bad = {(str(g["cell"]).split(",")[0], g["dag_idx"]) for g in gaps}
+    group_of = {c["cell"]: c["budget_group"] for c in rd.run["cells"]}
+    bad_pairs = {(group_of.get(c, ""), d) for c, d in bad}
+    reopened = []
+    for s in rd.shards:
+        if st.is_done(s.shard_id) and any((s.group, d) in bad_pairs for d in s.dags):
+            os.unlink(st.f(s.shard_id, "done"))
+            reopened.append(s.shard_id)
+    return reopened
+
+
+def strip_timing(rec: dict) -> dict:
+    """A record without its wall-clock fields (the only fields that differ between identical runs)."""
+    return {k: v for k, v in rec.items() if "wall_ms" not in k}
 
 
 def _expand(text: str) -> list[int]:
@@ -181,6 +203,8 @@ def describe_gaps(report: dict, rd: RunDir) -> str:
         )
     if len(gaps) > REPORT_LIMIT:
         lines.append(f"    ... {len(gaps) - REPORT_LIMIT} more in merged/merge_report.json")
+    if report.get("reopened_shards"):
+        lines.append(f"  shards {report['reopened_shards']} were marked done but their files are bad: pending again")
     lines.append("  run the missing shards (`run_experiment.sh status`, `local`, `auto` or `resume`), then merge again")
     return "\n".join(lines)
 

@@ -121,6 +121,8 @@ def render_status(rd: RunDir, stale_seconds: float, verbose: bool = False, slurm
         )
     if counts["done"] == len(shards):
         lines.append("all shards done: `run_experiment.sh merge` then `analyze`")
+    elif counts["pending"] + counts["running"] + counts["stale"] == 0:
+        lines.append("ETA: nothing left to run (only failed shards remain)")
     else:
         lines.append(f"ETA: {_fmt_s(eta) if eta is not None else 'unknown (no shard finished yet)'}")
     if slurm_lines:
