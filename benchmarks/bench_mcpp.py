@@ -1,0 +1,174 @@
+"""MCPP planner speed: µs per simulation, ms per decision, s per episode, thread speed-up, JIT time.
+
+Run by hand (timings depend on the machine and its load)::
+
+    python benchmarks/bench_mcpp.py [--quick]
+
+Writes ``benchmarks/results_mcpp.json``. Workloads: the first decision of
+every DAG of the example pool (nominal budget and deadline) and of three
+20-node layered DAGs with 4 models, at 260 and 2048 candidates. "Per
+simulation" divides the decision's wall time by its nominal simulation count
+|candidates| x |members| x M; simulations whose failure is certain are
+settled without being run (exact pruning), so the same figure is also given
+with pruning off (every simulation run to its end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from simulator.arrays import CostSetting, dag_arrays  # noqa: E402
+from simulator.episode import run_policy_episode  # noqa: E402
+from simulator.io_utils import atomic_write_json  # noqa: E402
+from simulator.mc_portfolio_policy import MCPortfolioPolicy  # noqa: E402
+from simulator.nominal import nominal_budget, nominal_deadline  # noqa: E402
+from simulator.pool import load_pool, pool_from_objects  # noqa: E402
+from tests.mcpp_dags import layered_dag  # noqa: E402
+from tests.test_mcpp_policy import first_view  # noqa: E402
+
+JIT_SCRIPT = r"""
+import sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {root!r})
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.mc_portfolio_policy import MCPortfolioPolicy
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import pool_from_objects
+from tests.mcpp_dags import layered_dag
+from tests.test_mcpp_policy import first_view
+pool = pool_from_objects([layered_dag(1, n_nodes=6)])
+arr = dag_arrays(pool, 0, CostSetting())
+pol = MCPortfolioPolicy(M=4, max_candidate_actions=20)
+pol.reset(arr, 1, 0, 0)
+v = first_view(arr, nominal_budget(arr), nominal_deadline(arr))
+t1 = time.perf_counter(); pol.decide(v); t2 = time.perf_counter(); pol.decide(v); t3 = time.perf_counter()
+print(t1 - t0, (t2 - t1) - (t3 - t2))
+"""
+
+
+def jit_seconds() -> dict:
+    """First-decision compile time with an empty numba cache, and with the on-disk cache."""
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        for label in ("cold_compile", "warm_cache"):
+            env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+            p = subprocess.run([sys.executable, "-c", JIT_SCRIPT.format(root=str(ROOT))], env=env,
+                               capture_output=True, text=True, check=True)
+            imp, jit = map(float, p.stdout.split())
+            out[label] = {"import_s": imp, "first_decision_overhead_s": jit}
+    return out
+
+
+def time_decision(arr, cands: int, threads: int, reps: int, prune: bool = True, seed: int = 42, dag: int = 0):
+    numba.set_num_threads(threads)
+    pol = MCPortfolioPolicy({"max_candidate_actions": cands}, prune=prune)
+    pol.reset(arr, seed, dag, 0)
+    view = first_view(arr, nominal_budget(arr), nominal_deadline(arr), seed=seed, dag=dag)
+    d = pol.decide(view)  # warm-up (compiles on first use)
+    best = np.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        d = pol.decide(view)
+        best = min(best, time.perf_counter() - t)
+    return best, d.n_simulations, d.n_candidates
+
+
+def workload(name: str, arrs, cands: int, threads: int, reps: int, prune: bool = True) -> dict:
+    tot_t = tot_s = 0.0
+    per = []
+    big = []  # decisions with the full candidate count (>= 256)
+    for i, arr in enumerate(arrs):
+        t, s, c = time_decision(arr, cands, threads, reps, prune, dag=i)
+        tot_t += t
+        tot_s += s
+        per.append(t)
+        if c >= min(cands, 256):
+            big.append(t)
+    return {
+        "workload": name,
+        "candidates_cap": cands,
+        "threads": threads,
+        "prune": prune,
+        "decisions": len(arrs),
+        "us_per_simulation": 1e6 * tot_t / tot_s,
+        "ms_per_decision_mean": 1e3 * float(np.mean(per)),
+        "ms_per_decision_full_size_mean": 1e3 * float(np.mean(big)) if big else None,
+        "ms_per_decision_max": 1e3 * float(np.max(per)),
+        "simulations_per_decision_mean": tot_s / len(arrs),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one repetition, fewer episodes")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results_mcpp.json"))
+    args = ap.parse_args()
+    reps = 1 if args.quick else 3
+    ex_path = ROOT / "examples" / "example_pool.jsonl"
+    ex = load_pool(ex_path)
+    ex_arrs = [dag_arrays(ex, i, CostSetting()) for i in range(len(ex))]
+    lay = pool_from_objects([layered_dag(s, n_nodes=20) for s in range(3)])
+    lay_arrs = [dag_arrays(lay, i, CostSetting()) for i in range(len(lay))]
+    max_threads = numba.config.NUMBA_NUM_THREADS
+    res: dict = {
+        "machine": {"python": platform.python_version(), "numba": numba.__version__, "cpus": os.cpu_count(),
+                    "numba_threads": max_threads, "loadavg_start": os.getloadavg()},
+        "jit": jit_seconds(),
+        "decisions": [],
+    }
+    for name, arrs in (("example_pool", ex_arrs), ("layered20x4", lay_arrs)):
+        for cands in (260, 2048):
+            for threads in sorted({1, min(2, max_threads)}):
+                row = workload(name, arrs, cands, threads, reps)
+                res["decisions"].append(row)
+                print(row, flush=True)
+        row = workload(name, arrs, 260, 1, 1, prune=False)
+        res["decisions"].append(row)
+        print(row, flush=True)
+    # episodes: default parameters, nominal budget and deadline, all threads
+    numba.set_num_threads(max_threads)
+    eps = []
+    n_ep = 2 if args.quick else 4
+    for name, pool in (("example_pool", ex), ("layered20x4", lay)):
+        t0 = time.perf_counter()
+        n = 0
+        idx = range(0, len(pool), max(1, len(pool) // 6))
+        for i in idx:
+            arr = dag_arrays(pool, i, CostSetting())
+            pol = MCPortfolioPolicy({"dag_model_ids": pool[i].model_ids})
+            for t in range(n_ep):
+                run_policy_episode(arr, pol, nominal_budget(arr), nominal_deadline(arr), 42, i, t)
+                n += 1
+        eps.append({"workload": name, "episodes": n, "s_per_episode": (time.perf_counter() - t0) / n,
+                    "threads": max_threads})
+        print(eps[-1], flush=True)
+    res["episodes"] = eps
+    sp = {}
+    for name in ("example_pool", "layered20x4"):
+        for cands in (260, 2048):
+            rows = {r["threads"]: r for r in res["decisions"]
+                    if r["workload"] == name and r["candidates_cap"] == cands and r["prune"]}
+            if 1 in rows and 2 in rows:
+                sp[f"{name}_{cands}"] = rows[1]["ms_per_decision_mean"] / rows[2]["ms_per_decision_mean"]
+    res["speedup_1_to_2_threads"] = sp
+    res["machine"]["loadavg_end"] = os.getloadavg()
+    atomic_write_json(args.out, res)
+    print("speed-up 1->2 threads:", sp)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
