@@ -7,6 +7,10 @@ message plus ``n``) has been seen before, and returns a :class:`Reply`. The
 server counts requests per identity, successful replies, and the peak number
 of requests in flight, so tests can check retries, resumption and the
 concurrency bound without timing assertions.
+
+Scripts that only decide the answer text (or an HTTP error) wrap it with
+:func:`text_replies`. A POST to any path other than ``.../chat/completions``
+gets a 404 without reaching the script.
 """
 
 from __future__ import annotations
@@ -30,6 +34,28 @@ class Reply:
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None  # raw body for error replies
+
+
+def text_replies(responder: Callable[[dict], str | tuple[int, str]]
+                 ) -> Callable[[dict, int], Reply]:
+    """A script from ``responder(body) -> text | (status, message)``.
+
+    Every choice gets the same text; usage is reported like a real server's
+    (10 prompt tokens, words of the answer + 1 completion tokens per choice),
+    and ``(status, message)`` becomes that HTTP error with body
+    ``{"error": message}``.
+    """
+
+    def script(body: dict, n_seen: int) -> Reply:
+        out = responder(body)
+        if isinstance(out, tuple):
+            return Reply(status=out[0], text=json.dumps({"error": out[1]}))
+        n = int(body.get("n", 1))
+        ct = n * (len(out.split()) + 1)
+        return Reply(contents=[out] * n, usage={"prompt_tokens": 10, "completion_tokens": ct,
+                                                "total_tokens": 10 + ct})
+
+    return script
 
 
 def identity(body: dict) -> str:
@@ -68,7 +94,10 @@ class FakeServer:
                     server.bodies.append(body)
                     server.auth_headers.append(self.headers.get("Authorization"))
                 try:
-                    reply = server.script(body, n_seen)
+                    if self.path.endswith("/chat/completions"):
+                        reply = server.script(body, n_seen)
+                    else:
+                        reply = Reply(status=404, text=json.dumps({"error": "not found"}))
                     if reply.delay:
                         time.sleep(reply.delay)
                     if reply.status == 200:
@@ -121,3 +150,4 @@ class FakeServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.thread.join(timeout=5)

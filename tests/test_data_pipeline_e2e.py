@@ -26,7 +26,7 @@ from ProofFlow import run_proofflow_node_rollouts as pf_runner
 from ProofFlow.lean_check import LEAN_TOOLCHAIN
 from simulator.pool import load_index_file, load_pool
 from tests import fake_lake
-from tests.fake_chat_server import FakeChatServer
+from tests.fake_openai_server import FakeServer, text_replies
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ class CodeFlowScript:
 
 def test_codeflow_rollouts_to_simulation(tmp_path):
     roll = tmp_path / "rollouts"
-    with FakeChatServer(CodeFlowScript()) as server:
+    with FakeServer(text_replies(CodeFlowScript())) as server:
         common = ["--base-url", server.base_url, "--n", "2", "--concurrency", "2",
                   "--out-dir", str(roll), "--no-progress", "--test-timeout", "5"]
         assert generate_rollouts.main([*common, "--model", "good", "--served-model", "srv-good",
@@ -139,7 +139,7 @@ def test_proofflow_rollouts_to_simulation(tmp_path, monkeypatch):
     (proj / "lean-toolchain").write_text(LEAN_TOOLCHAIN + "\n")
     fake_lake.install(tmp_path / "bin", monkeypatch)
     roll = tmp_path / "rollouts"
-    with FakeChatServer(ProofScript()) as server:
+    with FakeServer(text_replies(ProofScript())) as server:
         rc = pf_runner.main([
             "--out-dir", str(roll), "--model", "goedel32b", "--n", "3",
             "--problems", PF_PROBLEM, "--lean-project", str(proj), "--no-progress",

@@ -24,7 +24,7 @@ from ProofFlow.safe_pickle import UnsafePickleError, load_proofflow_pickle
 from simulator.errors import UserError
 from simulator.pool import load_pool
 from tests import fake_lake
-from tests.fake_chat_server import FakeChatServer
+from tests.fake_openai_server import FakeServer, text_replies
 
 REPO = Path(__file__).resolve().parents[1]
 PICKLES = sorted((REPO / "ProofFlow" / "source_pickles").glob("*.pickle"))
@@ -322,12 +322,12 @@ def _problem():
 def rollout_run(tmp_path_factory):
     """One run on AI4MathInequality_18b (shared: every Lean check spawns the fake lake)."""
     tmp_path = tmp_path_factory.mktemp("rollouts")
-    with pytest.MonkeyPatch.context() as mp, FakeChatServer(ProofScript()) as server:
+    with pytest.MonkeyPatch.context() as mp, FakeServer(text_replies(ProofScript())) as server:
         checker, lake_log = _lean_env(tmp_path, mp)
         cfg = _cfg(tmp_path, server)
         summary = rr.run(_problem(), cfg, checker)
         yield {"cfg": cfg, "summary": summary, "server": server, "checker": checker,
-               "lake_log": lake_log, "n_calls": len(server.calls)}
+               "lake_log": lake_log, "n_calls": len(server.bodies)}
 
 
 def test_node_rollouts_record(rollout_run):
@@ -336,7 +336,7 @@ def test_node_rollouts_record(rollout_run):
     assert s["problems_written"] == [PID] and s["formalizer_requests"] == 24
     assert s["prover_requests"] == 15
     rec = json.loads((cfg.model_dir / f"{PID}.json").read_text())
-    assert server.calls[0]["temperature"] == 0.6 and server.calls[0]["top_k"] == 20
+    assert server.bodies[0]["temperature"] == 0.6 and server.bodies[0]["top_k"] == 20
     assert rec["benchmark"] == "proofflow" and rec["model"] == "goedel32b"
     nodes = {n["name"]: n for n in rec["nodes"]}
     assert [n["parents"] for n in rec["nodes"]] == [
@@ -375,7 +375,7 @@ def test_node_rollouts_resume_from_journals(rollout_run):
     rec_path.unlink()
     s2 = rr.run(_problem(), cfg, checker)
     assert s2["problems_written"] == [PID] and s2["lean_checks_run"] == 0
-    assert len(server.calls) == rollout_run["n_calls"]
+    assert len(server.bodies) == rollout_run["n_calls"]
     assert len(lake_log.read_text().splitlines()) == lake_calls
     assert json.loads(rec_path.read_text()) == rec
 
@@ -383,16 +383,16 @@ def test_node_rollouts_resume_from_journals(rollout_run):
 def test_node_rollouts_transient_failure_then_resume(tmp_path, lean_env):
     checker, _ = lean_env
     script = ProofScript(fail_step="l1")
-    with FakeChatServer(script) as server:
+    with FakeServer(text_replies(script)) as server:
         cfg = _cfg(tmp_path, server, max_tries=1)
         s = rr.run(_problem(), cfg, checker)
         assert s["problems_incomplete"] == [PID] and not (cfg.model_dir / f"{PID}.json").exists()
-        before = len(server.calls)
+        before = len(server.bodies)
         script.fail_step = None
         s = rr.run(_problem(), cfg, checker)
         assert s["problems_written"] == [PID]
         # only the 3 failed formalizer requests and the 3 new l1 prover requests were sent
-        assert len(server.calls) - before == 6
+        assert len(server.bodies) - before == 6
 
 
 def test_node_rollouts_pool_from_records(rollout_run, tmp_path):
