@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from poolbuild.stats import node_depths
+from poolbuild.graph import graph_from_named
 from simulator.errors import UserError
 
 log = logging.getLogger("proofflow.benchmark")
@@ -75,36 +75,12 @@ def parse_problem(raw: dict[str, Any]) -> Problem:
     graph = raw.get("proof_graph")
     if not isinstance(graph, list) or not graph:
         raise UserError(f"problem {pid!r}: empty or missing proof_graph")
-    index: dict[str, int] = {}
-    for k, s in enumerate(graph):
-        sid = str(s.get("id"))
-        if sid in index:
-            raise UserError(f"problem {pid!r}: duplicate step id {sid!r}")
-        index[sid] = k
-    parents: dict[int, list[int]] = {}
-    loops: set[int] = set()
-    for k, s in enumerate(graph):
-        sid = str(s["id"])
-        ps: list[int] = []
-        for dep in s.get("dependencies") or []:
-            dep = str(dep)
-            if dep == sid:
-                log.warning("problem %s step %s depends on itself; self-loop dropped", pid, sid)
-                loops.add(k)
-                continue
-            if dep not in index:
-                raise UserError(f"problem {pid!r} step {sid!r}: unknown dependency {dep!r}")
-            if index[dep] not in ps:
-                ps.append(index[dep])
-        parents[k] = ps
-    try:
-        depth = node_depths(parents)
-    except ValueError as exc:
-        raise UserError(f"problem {pid!r}: proof graph has a cycle ({exc})") from None
+    g = graph_from_named([(str(s.get("id")), s.get("dependencies") or []) for s in graph],
+                         problem_id=pid, logger=log)
     steps = [
-        Step(k, str(s["id"]), step_kind(str(s["id"])), str(s.get("natural_language", "")),
-             str(s.get("statement", "")), parents[k], depth[k], k in loops)
-        for k, s in enumerate(graph)
+        Step(k, name, step_kind(name), str(s.get("natural_language", "")),
+             str(s.get("statement", "")), g.parents[k], g.depth[k], k in g.dropped_self_loops)
+        for k, (name, s) in enumerate(zip(g.names, graph))
     ]
     return Problem(pid, str(raw.get("nl_theorem", "")), str(raw.get("nl_proof", "")), steps)
 

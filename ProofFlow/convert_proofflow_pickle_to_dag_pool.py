@@ -34,7 +34,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from poolbuild.stats import children_of, node_depths, template_from_rows
+from poolbuild.graph import graph_from_named
+from poolbuild.stats import template_from_rows
 from ProofFlow.lean_check import classify_messages, parse_lean_json_output
 from ProofFlow.safe_pickle import ProofItem, load_proofflow_pickle
 from simulator.errors import UserError
@@ -201,46 +202,20 @@ def convert_pickle(
     items: list[ProofItem] = data["proof_items"]
     if not items:
         raise UserError(f"{path}: no proof items")
-    index: dict[str, int] = {}
-    for k, it in enumerate(items):
-        step = str(it.get("id"))
-        if step in index:
-            raise UserError(f"{path}: duplicate proof step id {step!r}")
-        index[step] = k
-    parents: dict[int, list[int]] = {}
-    dropped: dict[int, bool] = {}
-    for k, it in enumerate(items):
-        step = str(it.get("id"))
-        ps: list[int] = []
-        for dep in it.get("dependencies") or []:
-            dep = str(dep)
-            if dep == step:
-                log.warning("%s: problem %s step %s depends on itself; self-loop dropped",
-                            path, pid, step)
-                dropped[k] = True
-                continue
-            if dep not in index:
-                raise UserError(f"{path}: problem {pid!r} step {step!r} depends on unknown {dep!r}")
-            if index[dep] not in ps:
-                ps.append(index[dep])
-        parents[k] = ps
-    try:
-        depth = node_depths(parents)
-    except ValueError as exc:
-        raise UserError(f"{path}: problem {pid!r}: proof graph is not acyclic ({exc})") from None
-    children = children_of(parents)
+    g = graph_from_named([(str(it.get("id")), it.get("dependencies") or []) for it in items],
+                         path=path, problem_id=pid, logger=log)
     nodes = []
     for k, it in enumerate(items):
         rows, meta = node_rows(it, pid, semantic_gate)
-        if dropped.get(k):
+        if k in g.dropped_self_loops:
             meta["dropped_self_loop"] = True
         nodes.append(
             {
                 "node_id": k,
-                "name": str(it.get("id")),
-                "parents": parents[k],
-                "children": children[k],
-                "layer": depth[k],
+                "name": g.names[k],
+                "parents": g.parents[k],
+                "children": g.children[k],
+                "layer": g.depth[k],
                 "template": template_from_rows(rows),
                 "empirical_samples": rows,
                 "legacy_template_model": model_id,
@@ -256,7 +231,7 @@ def convert_pickle(
         "source_path": Path(path).name,
         "baseline_model": model_id,
         "n_nodes": len(nodes),
-        "overall_depth": max(depth.values()) + 1,
+        "overall_depth": g.overall_depth,
         "run_metadata": {
             k: rm[k]
             for k in ("node_reroll_n_rollouts", "node_reroll_context_mode", "node_reroll_mode")

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from poolbuild.graph import graph_from_named, node_depths
 from simulator.errors import PoolError, UserError
 
 DEFAULT_DATASET = Path(__file__).resolve().parent / "data" / "codeflowbench_repo.json"
@@ -96,10 +97,8 @@ class Problem:
 
     def depths(self) -> dict[str, int]:
         """1-based graph depth: a root is 1, a node is 1 + the deepest dependency."""
-        memo: dict[str, int] = {}
-        for sub in self.topological_order():
-            memo[sub.name] = 1 + max((memo[d] for d in sub.dependencies), default=0)
-        return memo
+        depth = node_depths({s.name: s.dependencies for s in self.subproblems})
+        return {name: d + 1 for name, d in depth.items()}
 
     def levels(self) -> list[list[Subproblem]]:
         """Subproblems grouped by graph depth (all dependencies in earlier levels)."""
@@ -195,15 +194,10 @@ def _problem_from_json(raw: object, path: str, pos: int) -> Problem:
         )
         subs.append(sub)
         by_name[name] = sub
-    for sub in subs:
-        for dep in sub.dependencies:
-            if dep == sub.name:
-                raise PoolError("subproblem depends on itself", path=path, problem_id=pid,
-                                node=sub.name)
-            if dep not in by_name:
-                raise PoolError(f"unknown dependency {dep!r}", path=path, problem_id=pid,
-                                node=sub.name)
-    problem = Problem(
+    # unknown names, self-loops and cycles are errors (PoolError naming the subproblem)
+    graph_from_named([(sub.name, sub.dependencies) for sub in subs], path=path, problem_id=pid,
+                     drop_self_loops=False)
+    return Problem(
         problem_id=pid,
         description=str(raw.get("problem-description") or ""),
         domain=str(raw.get("domain") or ""),
@@ -213,26 +207,6 @@ def _problem_from_json(raw: object, path: str, pos: int) -> Problem:
         subproblems=subs,
         by_name=by_name,
     )
-    _check_acyclic(problem, path)
-    return problem
-
-
-def _check_acyclic(problem: Problem, path: str) -> None:
-    state: dict[str, int] = {}
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        for dep in problem.by_name[name].dependencies:
-            if state.get(dep) == 1:
-                raise PoolError("dependency cycle", path=path, problem_id=problem.problem_id,
-                                node=name)
-            if dep not in state:
-                visit(dep)
-        state[name] = 2
-
-    for sub in problem.subproblems:
-        if sub.name not in state:
-            visit(sub.name)
 
 
 def load_problems(path: str | Path = DEFAULT_DATASET) -> list[Problem]:

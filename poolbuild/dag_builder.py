@@ -28,8 +28,9 @@ from typing import Any
 
 from simulator.errors import UserError
 
+from .graph import children_of, node_depths
 from .records import Record
-from .stats import children_of, node_depths, template_from_rows
+from .stats import template_from_rows
 
 log = logging.getLogger("poolbuild")
 

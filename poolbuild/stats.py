@@ -10,7 +10,7 @@ loader-built pools, the ProofFlow pools and the aligned pools agree.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 INF = float("inf")
@@ -52,34 +52,3 @@ def unavailable_template() -> dict[str, Any]:
         "token_cost_mean": INF,
         "imputed": True,
     }
-
-
-def node_depths(parents: dict[int, Iterable[int]]) -> dict[int, int]:
-    """Longest-path depth from a root (roots have depth 0); assumes a DAG."""
-    depth: dict[int, int] = {}
-
-    def visit(v: int, stack: set[int]) -> int:
-        if v in depth:
-            return depth[v]
-        if v in stack:
-            raise ValueError(f"cycle through node {v}")
-        stack.add(v)
-        d = 0
-        for p in parents[v]:
-            d = max(d, visit(p, stack) + 1)
-        stack.discard(v)
-        depth[v] = d
-        return d
-
-    for v in parents:
-        visit(v, set())
-    return depth
-
-
-def children_of(parents: dict[int, list[int]]) -> dict[int, list[int]]:
-    """Inverse adjacency, children listed in node order."""
-    ch: dict[int, list[int]] = {v: [] for v in parents}
-    for v, ps in parents.items():
-        for p in ps:
-            ch[p].append(v)
-    return ch

@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from poolbuild.graph import children_of, graph_from_named, node_depths
+
 from .errors import UserError
 from .pool import write_pool
 
@@ -80,26 +82,10 @@ class Topology:
 
 def depths(parents: Sequence[Sequence[int]]) -> list[int]:
     """Longest-path depth of every node (roots 0); raises UserError on a cycle."""
-    n = len(parents)
-    children: list[list[int]] = [[] for _ in range(n)]
-    indeg = [len(p) for p in parents]
-    for v, ps in enumerate(parents):
-        for p in ps:
-            children[p].append(v)
-    depth = [0] * n
-    stack = [v for v in range(n) if indeg[v] == 0]
-    seen = 0
-    while stack:
-        v = stack.pop()
-        seen += 1
-        for c in children[v]:
-            depth[c] = max(depth[c], depth[v] + 1)
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                stack.append(c)
-    if seen < n:
-        raise UserError("the dependency graph has a cycle")
-    return depth
+    try:
+        return list(node_depths(dict(enumerate(parents))).values())
+    except ValueError as exc:
+        raise UserError(f"the dependency graph has a cycle ({exc})") from None
 
 
 def layered(n: int, n_layers: int, edge_prob: float, rng: np.random.Generator) -> Topology:
@@ -174,36 +160,12 @@ def _load_json(path: Path, what: str) -> Any:
 
 
 def _graph_from_named(
-    steps: Sequence[tuple[str, Sequence[str]]], where: str, drop_self_loops: bool
+    steps: Sequence[tuple[str, Sequence[str]]], path: str | Path, pid: str, drop_self_loops: bool
 ) -> tuple[list[list[int]], list[str], list[str]]:
-    """Parents by position from ``(name, dependency names)``; returns dropped self-loops too."""
-    index: dict[str, int] = {}
-    for k, (name, _deps) in enumerate(steps):
-        if name in index:
-            raise UserError(f"{where}: duplicate step name {name!r}")
-        index[name] = k
-    parents: list[list[int]] = []
-    dropped: list[str] = []
-    for name, deps in steps:
-        ps: list[int] = []
-        for dep in deps:
-            dep = str(dep)
-            if dep == name:
-                if not drop_self_loops:
-                    raise UserError(f"{where}: step {name!r} depends on itself")
-                log.warning("%s: step %s depends on itself; self-loop dropped", where, name)
-                dropped.append(name)
-                continue
-            if dep not in index:
-                raise UserError(f"{where}: step {name!r} depends on unknown step {dep!r}")
-            if index[dep] not in ps:
-                ps.append(index[dep])
-        parents.append(sorted(ps))
-    try:
-        depths(parents)
-    except UserError:
-        raise UserError(f"{where}: the dependency graph has a cycle") from None
-    return parents, [s[0] for s in steps], dropped
+    """Parents by position (sorted) from ``(name, dependency names)``, names, dropped self-loops."""
+    g = graph_from_named(steps, path=path, problem_id=pid, drop_self_loops=drop_self_loops,
+                         logger=log)
+    return [sorted(ps) for ps in g.parents], g.names, [g.names[k] for k in g.dropped_self_loops]
 
 
 def codeflow_topologies(path: str | Path = CODEFLOW_FILE) -> list[Topology]:
@@ -218,7 +180,7 @@ def codeflow_topologies(path: str | Path = CODEFLOW_FILE) -> list[Topology]:
         if not subs:
             raise UserError(f"{path}: problem {pid!r} has no subproblems")
         steps = [(str(s["name"]), list(s.get("dependencies") or [])) for s in subs]
-        parents, names, _ = _graph_from_named(steps, f"{path}: problem {pid!r}", False)
+        parents, names, _ = _graph_from_named(steps, path, pid, False)
         info = {"source": "codeflowbench_repo", "source_index": i, "source_problem_id": pid}
         out.append(Topology(parents, names, info))
     return out
@@ -237,7 +199,7 @@ def proofflow_topologies(path: str | Path = PROOFFLOW_FILE) -> list[Topology]:
         if not graph:
             raise UserError(f"{path}: problem {pid!r} has no proof_graph")
         steps = [(str(s["id"]), [str(d) for d in s.get("dependencies") or []]) for s in graph]
-        parents, names, dropped = _graph_from_named(steps, f"{path}: problem {pid!r}", True)
+        parents, names, dropped = _graph_from_named(steps, path, pid, True)
         info = {"source": "proofflowbench_0409", "source_index": i, "source_problem_id": pid}
         if dropped:
             info["dropped_self_loops"] = dropped
@@ -526,10 +488,7 @@ def build_dag(
     """One pool line from a topology and a statistics source."""
     n = topo.n
     layer = depths(topo.parents)
-    children: list[list[int]] = [[] for _ in range(n)]
-    for v, ps in enumerate(topo.parents):
-        for p in ps:
-            children[p].append(v)
+    children = children_of(dict(enumerate(topo.parents)))
     nodes = []
     for v in range(n):
         per_model = stats.node(rng, n_rows, legacy)
