@@ -39,7 +39,7 @@ from poolbuild.align import (
     dags_from_pool,
     dags_from_rollouts,
 )
-from poolbuild.dag_builder import BuildOptions
+from poolbuild.dag_builder import BuildOptions, add_build_option_flags, build_options_from_args
 from simulator.errors import UserError
 from simulator.io_utils import atomic_write_json
 from simulator.pool import write_index_file, write_pool
@@ -124,7 +124,7 @@ def build_aligned(
         "models": res.models,
         "baseline_model": baseline_model or res.models[0],
         "missing_policy": missing_policy,
-        "latency": "infer+eval" if opts.include_eval_latency else "infer",
+        "latency": opts.latency_label,
         "per_model_pools": written,
         "multi_model_pool": str(multi_path),
         "index_file": str(index_path),
@@ -157,21 +157,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "unavailable there, drop removes the problem, error stops (default)")
     ap.add_argument("--baseline-model", default=None,
                     help="model filling the legacy template (default: the first model)")
-    ap.add_argument("--include-eval-latency", action="store_true",
-                    help="latency = generation + verification time (rollout sources)")
-    ap.add_argument("--drop-no-latency", action="store_true",
-                    help="skip a model's DAG when an attempt has no latency (else an error)")
-    ap.add_argument("--drop-never-succeeded", action="store_true",
-                    help="drop problems with a node that no model ever solved")
+    add_build_option_flags(ap, {
+        "include_eval_latency": "latency = generation + verification time (rollout sources)",
+        "drop_no_latency": "skip a model's DAG when an attempt has no latency (else an error)",
+        "drop_never_succeeded": "drop problems with a node that no model ever solved",
+    })
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    opts = BuildOptions(include_eval_latency=args.include_eval_latency,
-                        drop_no_latency=args.drop_no_latency,
-                        drop_never_succeeded=args.drop_never_succeeded)
+    opts = build_options_from_args(args)
     try:
         sources = collect_sources(args.rollouts, args.pool, args.rollout_root)
         s = build_aligned(sources, args.out_dir, args.missing_policy, args.baseline_model, opts)

@@ -24,7 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from poolbuild.dag_builder import BuildOptions, Excluded, dag_from_record
+from poolbuild.dag_builder import (
+    BuildOptions,
+    Excluded,
+    add_build_option_flags,
+    build_options_from_args,
+    dag_from_record,
+)
 from poolbuild.records import load_records
 from simulator.errors import UserError
 from simulator.io_utils import atomic_write_json
@@ -82,7 +88,7 @@ def build_pool(
             "drop_never_succeeded": opts.drop_never_succeeded,
             "drop_no_latency": opts.drop_no_latency,
         },
-        "latency": "infer+eval" if opts.include_eval_latency else "infer",
+        "latency": opts.latency_label,
         "pool": str(out),
         "index_file": str(index_out),
         "problem_ids": [d["problem_id"] for d in dags],
@@ -104,26 +110,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="index file (default: selected_dag_indices.json next to the pool)")
     ap.add_argument("--summary-out", default=None,
                     help="summary JSON (default: <pool>.summary.json)")
-    ap.add_argument("--include-eval-latency", action="store_true",
-                    help="latency = generation + verification time (default: generation only)")
-    ap.add_argument("--drop-no-attempts", action="store_true",
-                    help="drop DAGs with a node without attempts (otherwise an error)")
-    ap.add_argument("--drop-never-succeeded", action="store_true",
-                    help="drop DAGs with a node that never succeeded (otherwise kept)")
-    ap.add_argument("--drop-no-latency", action="store_true",
-                    help="drop DAGs with an attempt without latency (otherwise an error)")
+    add_build_option_flags(ap, {
+        "include_eval_latency": "latency = generation + verification time "
+                                "(default: generation only)",
+        "drop_no_attempts": "drop DAGs with a node without attempts (otherwise an error)",
+        "drop_never_succeeded": "drop DAGs with a node that never succeeded (otherwise kept)",
+        "drop_no_latency": "drop DAGs with an attempt without latency (otherwise an error)",
+    })
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    opts = BuildOptions(
-        include_eval_latency=args.include_eval_latency,
-        drop_no_attempts=args.drop_no_attempts,
-        drop_never_succeeded=args.drop_never_succeeded,
-        drop_no_latency=args.drop_no_latency,
-    )
+    opts = build_options_from_args(args)
     try:
         s = build_pool(args.inputs, args.out, opts, args.model, args.index_out, args.summary_out)
     except UserError as exc:

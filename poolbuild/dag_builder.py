@@ -21,9 +21,11 @@ simulated.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from simulator.errors import UserError
@@ -43,6 +45,31 @@ class BuildOptions:
     drop_no_attempts: bool = False
     drop_never_succeeded: bool = False
     drop_no_latency: bool = False
+
+    @property
+    def latency_label(self) -> str:
+        """What a row's latency measures, as the builders' summaries say it."""
+        return "infer+eval" if self.include_eval_latency else "infer"
+
+
+def add_build_option_flags(ap: argparse.ArgumentParser, helps: Mapping[str, str]) -> None:
+    """One ``--flag`` per :class:`BuildOptions` field named in ``helps`` (field -> help).
+
+    Why: the pool builders share these options, so the flag of a field is its
+    name by construction; each builder words the help for what a dropped DAG
+    means there.
+    """
+    known = {f.name for f in fields(BuildOptions)}
+    for name, text in helps.items():
+        if name not in known:
+            raise ValueError(f"BuildOptions has no field {name!r}")
+        ap.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
+
+
+def build_options_from_args(args: argparse.Namespace) -> BuildOptions:
+    """The options of the flags :func:`add_build_option_flags` added (others: defaults)."""
+    return BuildOptions(**{f.name: getattr(args, f.name) for f in fields(BuildOptions)
+                           if hasattr(args, f.name)})
 
 
 class Excluded(Exception):
