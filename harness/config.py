@@ -58,7 +58,7 @@ ENV_VARS: list[tuple[str, str, str]] = [
     ("PLANNING_NOISE_COST_SIGMA", "0", "planner cost noise (log-normal sigma)"),
     ("PLANNING_NOISE_LOGIT_SIGMA", "0", "planner success noise (logit sigma)"),
     ("PLANNING_NOISE_SEED", "0", "planner noise seed"),
-    ("DAGS_PER_SHARD", "auto", "DAGs per shard (1 with MCPP, else n_dags / (4 x cores))"),
+    ("DAGS_PER_SHARD", "auto", "DAGs per shard (auto: n_dags / (8 x cores) with MCPP, max 10; else / (4 x cores))"),
     ("N_WORKERS", "all cores", "processes of `local`"),
     ("MAX_SHARD_FAILURES", "3", "tries before a shard is marked failed"),
     ("HEARTBEAT_SECONDS", "10", "heartbeat period of a running shard"),
@@ -253,9 +253,15 @@ def _parse_suite(env: Mapping[str, str], pool_models: list[str]) -> list[str]:
 
 
 def default_dags_per_shard(n_dags: int, methods: list[str]) -> int:
-    """A shard should take minutes: MCPP DAG-cells take minutes each, baselines milliseconds."""
+    """A shard should take minutes and there should be enough shards to keep every core busy.
+
+    A shard process costs ~2-3 s to start (imports, compiled-code cache); an
+    MCPP DAG takes seconds to minutes per (trial x deadline), a baseline DAG
+    milliseconds. So: at least ~8 shards per core with MCPP (at most 10 DAGs
+    each), ~4 per core for baselines only (at most 500 DAGs each).
+    """
     if MCPP in methods:
-        return 1
+        return max(1, min(10, math.ceil(n_dags / (8 * cpu_count()))))
     return max(1, min(500, math.ceil(n_dags / (4 * cpu_count()))))
 
 
