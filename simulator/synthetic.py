@@ -596,58 +596,86 @@ def _int_in(rng: np.random.Generator, r: tuple[int, int]) -> int:
     return int(rng.integers(r[0], r[1] + 1))
 
 
+BENCHMARKS = ("codeflow", "proofflow")
+
+
+def benchmark_topologies(
+    topology: str,
+    count: int | None,
+    shape: ShapeConfig,
+    rng: np.random.Generator,
+    benchmark_file: str | Path | None = None,
+) -> list[Topology]:
+    """Benchmark problems of the size filter: all of them, or ``count`` picked at random.
+
+    The picked problems keep their file order.
+    """
+    load = codeflow_topologies if topology == "codeflow" else proofflow_topologies
+    default = CODEFLOW_FILE if topology == "codeflow" else PROOFFLOW_FILE
+    topos = load(benchmark_file or default)
+    if shape.filter_nodes is not None:
+        lo, hi = shape.filter_nodes
+        topos = [t for t in topos if lo <= t.n <= hi]
+    if not topos:
+        raise UserError(
+            f"{topology}: no benchmark problem has {shape.filter_nodes} nodes (--benchmark-nodes)"
+        )
+    if count is None:
+        return topos
+    if count > len(topos):
+        raise UserError(
+            f"{topology}: asked for {count} DAGs but only {len(topos)} benchmark problems "
+            f"match (sizes {shape.filter_nodes or 'any'}, --benchmark-nodes)"
+        )
+    pick = rng.choice(len(topos), size=count, replace=False)
+    return [topos[int(i)] for i in sorted(pick)]
+
+
+def generated_topology(topology: str, shape: ShapeConfig, rng: np.random.Generator) -> Topology:
+    """One ``layered``/``chain``/``fork_join`` topology drawn with ``rng``."""
+    if topology == "chain":
+        return chain(_int_in(rng, shape.n_nodes))
+    if topology == "layered":
+        n = _int_in(rng, shape.n_nodes)
+        if shape.layers is not None:
+            n_layers = _int_in(rng, shape.layers)
+        else:
+            lo = max(2, round(math.sqrt(n)))
+            n_layers = int(rng.integers(min(lo, n), max(lo, n // 2) + 1))
+        return layered(n, n_layers, shape.edge_prob, rng)
+    if topology == "fork_join":
+        return fork_join(
+            _int_in(rng, shape.width), _int_in(rng, shape.branch_length), _int_in(rng, shape.repeats)
+        )
+    raise UserError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
+
+
 def make_topologies(
     topology: str,
     count: int | None,
     shape: ShapeConfig,
     seed: int,
-    start_index: int,
+    start_index: int = 0,
     benchmark_file: str | Path | None = None,
 ) -> list[Topology]:
-    """``count`` topologies of one kind; DAG ``start_index + i`` uses its own keyed generator."""
-    if topology in ("codeflow", "proofflow"):
-        load = codeflow_topologies if topology == "codeflow" else proofflow_topologies
-        default = CODEFLOW_FILE if topology == "codeflow" else PROOFFLOW_FILE
-        topos = load(benchmark_file or default)
-        if shape.filter_nodes is not None:
-            lo, hi = shape.filter_nodes
-            topos = [t for t in topos if lo <= t.n <= hi]
-        if not topos:
-            raise UserError(f"{topology}: no benchmark problem has {shape.filter_nodes} nodes "
-                            "(--benchmark-nodes)")
-        if count is None:
-            return topos
-        if count > len(topos):
-            raise UserError(
-                f"{topology}: asked for {count} DAGs but only {len(topos)} benchmark problems "
-                f"match (sizes {shape.filter_nodes or 'any'})"
-            )
-        pick = _rng(seed, start_index, _SELECT).choice(len(topos), size=count, replace=False)
-        return [topos[int(i)] for i in sorted(pick)]
+    """``count`` topologies of one kind, as DAGs ``start_index, start_index+1, ...`` would get."""
+    if topology in BENCHMARKS:
+        rng = _rng(seed, start_index, _SELECT)
+        return benchmark_topologies(topology, count, shape, rng, benchmark_file)
     if count is None:
         raise UserError(f"{topology}: give --n-dags (or {topology}:COUNT in --topology)")
-    out = []
-    for i in range(count):
-        rng = _rng(seed, start_index + i, _TOPO)
-        if topology == "chain":
-            out.append(chain(_int_in(rng, shape.n_nodes)))
-        elif topology == "layered":
-            n = _int_in(rng, shape.n_nodes)
-            if shape.layers is not None:
-                n_layers = _int_in(rng, shape.layers)
-            else:
-                lo = max(2, round(math.sqrt(n)))
-                n_layers = int(rng.integers(min(lo, n), max(lo, n // 2) + 1))
-            out.append(layered(n, n_layers, shape.edge_prob, rng))
-        else:
-            out.append(
-                fork_join(
-                    _int_in(rng, shape.width),
-                    _int_in(rng, shape.branch_length),
-                    _int_in(rng, shape.repeats),
-                )
-            )
-    return out
+    return [
+        generated_topology(topology, shape, _rng(seed, start_index + i, _TOPO)) for i in range(count)
+    ]
+
+
+def interleave(counts: Sequence[int]) -> list[tuple[int, int]]:
+    """Spread groups evenly: ``(group, j)`` ordered by ``(j + 0.5) / count``, ties by group.
+
+    ``[2, 4]`` -> (1,0) (0,0) (1,1) (1,2) (0,1) (1,3): every prefix of the pool is a mix.
+    """
+    slots = [((j + 0.5) / c, g, j) for g, c in enumerate(counts) for j in range(c)]
+    return [(g, j) for _, g, j in sorted(slots)]
 
 
 def resolve_models(spec: str | None) -> dict[str, ModelSpec]:
@@ -699,32 +727,64 @@ def generate(
     seed: int = 0,
     legacy: str | None = None,
     benchmark_file: str | Path | None = None,
+    order: str = "interleaved",
 ) -> list[dict[str, Any]]:
-    """Pool lines for a list of ``(topology, count)``; DAG indices run across the list."""
+    """Pool lines for a list of ``(topology, count)`` groups.
+
+    ``order="interleaved"`` spreads the groups evenly over the pool (any prefix,
+    e.g. ``N_DAGS=8``, is a mix); ``"grouped"`` keeps them in the given order.
+    Benchmark problems are picked with the generator ``(seed, group, select)``;
+    DAG ``i`` draws its shape from ``(seed, i, topology)`` and its statistics
+    from ``(seed, i, statistics)``.
+    """
     shape = shape or ShapeConfig()
     model_ids = stats.model_ids
     legacy = legacy or model_ids[0]
     if legacy not in model_ids:
         raise UserError(f"legacy model {legacy!r} is not among the models {model_ids}")
+    if order not in ("interleaved", "grouped"):
+        raise UserError(f"order must be 'interleaved' or 'grouped', got {order!r}")
     multi = len(model_ids) > 1
+    picked: list[list[Topology] | None] = []
+    counts: list[int] = []
+    for g, (topology, count) in enumerate(topologies):
+        if topology in BENCHMARKS:
+            rng = _rng(seed, g, _SELECT)
+            picked.append(benchmark_topologies(topology, count, shape, rng, benchmark_file))
+            counts.append(len(picked[-1]))
+        else:
+            if topology not in TOPOLOGIES:
+                raise UserError(f"unknown topology {topology!r}; choose from {', '.join(TOPOLOGIES)}")
+            if count is None:
+                raise UserError(f"{topology}: give --n-dags (or {topology}:COUNT in --topology)")
+            picked.append(None)
+            counts.append(count)
+    slots = (
+        interleave(counts)
+        if order == "interleaved"
+        else [(g, j) for g, c in enumerate(counts) for j in range(c)]
+    )
     dags: list[dict[str, Any]] = []
-    for topology, count in topologies:
-        topos = make_topologies(topology, count, shape, seed, len(dags), benchmark_file)
-        for topo in topos:
-            k = len(dags)
-            dags.append(
-                build_dag(
-                    topo,
-                    stats,
-                    _rng(seed, k, _STATS),
-                    topology=topology,
-                    index=k,
-                    n_rows=n_rows,
-                    legacy=legacy,
-                    multi_model=multi,
-                    seed=seed,
-                )
+    for k, (g, j) in enumerate(slots):
+        topology = topologies[g][0]
+        group = picked[g]
+        if group is not None:
+            topo = group[j]
+        else:
+            topo = generated_topology(topology, shape, _rng(seed, k, _TOPO))
+        dags.append(
+            build_dag(
+                topo,
+                stats,
+                _rng(seed, k, _STATS),
+                topology=topology,
+                index=k,
+                n_rows=n_rows,
+                legacy=legacy,
+                multi_model=multi,
+                seed=seed,
             )
+        )
     return dags
 
 
@@ -784,6 +844,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--rows", type=int, default=0, help="empirical rows per (node, model); 0 = none")
     ap.add_argument("--benchmark-file", default=None, help="override the bundled benchmark JSON")
+    ap.add_argument(
+        "--order",
+        choices=("interleaved", "grouped"),
+        default="interleaved",
+        help="mixes: spread the topology groups evenly over the pool, or keep them in blocks",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     ap.add_argument("--out", required=True, help="output pool (JSONL, written atomically)")
     return ap
@@ -823,6 +889,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             legacy=args.legacy_model,
             benchmark_file=args.benchmark_file,
+            order=args.order,
         )
         n = write_pool(args.out, dags)
     except UserError as exc:
