@@ -273,3 +273,32 @@ def test_paired_difference():
     assert r["ci_low_dag"] < r["diff"] < r["ci_high_dag"]
     z = paired_difference(np.zeros(6), np.arange(6))
     assert z["diff"] == 0 and z["ci_low"] == 0 and z["ci_high"] == 0 and z["mcnemar_p"] == 1.0
+
+
+# ----------------------------------------------------------------------------- robustness settings
+
+
+def test_planning_pool_checked_recorded_and_used(tmp_path):
+    from harness.shard_runner import run_shard
+    from harness.shards import verify_shard
+
+    pool = small_pool(tmp_path, n=2)
+    bad = write_pool(tmp_path / "plan_bad.jsonl", [diamond(0)])
+    env = _env(tmp_path, pool, METHOD_SET="mcpp", N_EXEC_TRIALS=1, BUDGET_RATIOS="2", DEADLINE_RATIOS="2",
+               MC_PORTFOLIO_M=2, MC_PORTFOLIO_BASE_KS="1", MC_PORTFOLIO_MAX_CANDIDATE_ACTIONS=2)  # fmt: skip
+    with pytest.raises(ConfigError, match="aligned row by row"):
+        prepare({**env, "PLANNING_POOL_PATH": bad}, quiet=True)
+    # aligned: same rows, node ids and models, different statistics
+    plan_dags = [diamond(i) for i in range(2)]
+    for d in plan_dags:
+        for n in d["nodes"]:
+            n["template"]["success_prob"] = 0.99
+    plan = write_pool(tmp_path / "plan.jsonl", plan_dags)
+    rd = prepare({**env, "PLANNING_POOL_PATH": plan}, quiet=True)
+    assert rd.run["settings"]["planning"] == {"pool": plan}
+    assert plan in rd.job_lines()[0]
+    spec = rd.shards[0]
+    run_shard(spec, log=lambda s: None)
+    assert all(c.ok for c in verify_shard(spec).values())
+    rec = json.loads(open(spec.dag_output(0)).readline())
+    assert rec["method"] == "mc_portfolio_rollout" and rec["deadline_enforced"]
