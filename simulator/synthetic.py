@@ -88,8 +88,16 @@ def depths(parents: Sequence[Sequence[int]]) -> list[int]:
         raise UserError(f"the dependency graph has a cycle ({exc})") from None
 
 
-def layered(n: int, n_layers: int, edge_prob: float, rng: np.random.Generator) -> Topology:
-    """``n`` nodes in ``n_layers`` non-empty layers.
+def layered(
+    n: int,
+    n_layers: int,
+    edge_prob: float,
+    rng: np.random.Generator,
+    max_width: int | None = None,
+) -> Topology:
+    """``n`` nodes in ``n_layers`` non-empty layers of at most ``max_width`` nodes.
+
+    ``n_layers`` is raised to ``ceil(n / max_width)`` when needed.
 
     Each node of layer ``l >= 1`` links to every node of layer ``l-1`` with
     probability ``edge_prob`` (at least one such parent is forced, so the
@@ -98,10 +106,15 @@ def layered(n: int, n_layers: int, edge_prob: float, rng: np.random.Generator) -
     """
     if n < 1:
         raise UserError("layered: --n-nodes must be >= 1")
+    if max_width is not None:
+        if max_width < 1:
+            raise UserError("layered: --max-width must be >= 1")
+        n_layers = max(n_layers, -(-n // max_width))
     n_layers = max(1, min(n_layers, n))
     sizes = np.ones(n_layers, dtype=np.int64)
-    extra = rng.integers(0, n_layers, size=n - n_layers)
-    np.add.at(sizes, extra, 1)
+    for _ in range(n - n_layers):  # each extra node joins a random layer that has room
+        room = np.flatnonzero(sizes < max_width) if max_width is not None else np.arange(n_layers)
+        sizes[room[int(rng.integers(len(room)))]] += 1
     layers: list[list[int]] = []
     nid = 0
     for s in sizes:
@@ -117,6 +130,8 @@ def layered(n: int, n_layers: int, edge_prob: float, rng: np.random.Generator) -
             ps += [u for u in prev2 if rng.random() < edge_prob / 2]
             parents[v] = sorted(ps)
     info = {"n_layers": int(n_layers), "edge_prob": float(edge_prob)}
+    if max_width is not None:
+        info["max_width"] = int(max_width)
     return Topology(parents, info=info)
 
 
@@ -590,6 +605,7 @@ class ShapeConfig:
     branch_length: tuple[int, int] = (1, 2)
     repeats: tuple[int, int] = (1, 2)
     filter_nodes: tuple[int, int] | None = None  # benchmark topologies: keep sizes in range
+    max_width: int | None = None  # most nodes per layer (layered; filter for benchmarks)
 
 
 def _int_in(rng: np.random.Generator, r: tuple[int, int]) -> int:
@@ -597,6 +613,14 @@ def _int_in(rng: np.random.Generator, r: tuple[int, int]) -> int:
 
 
 BENCHMARKS = ("codeflow", "proofflow")
+
+
+def max_layer_width(topo: Topology) -> int:
+    """Most nodes at one depth (a proxy for how many nodes can be ready at once)."""
+    counts: dict[int, int] = {}
+    for d in depths(topo.parents):
+        counts[d] = counts.get(d, 0) + 1
+    return max(counts.values())
 
 
 def benchmark_topologies(
@@ -616,16 +640,21 @@ def benchmark_topologies(
     if shape.filter_nodes is not None:
         lo, hi = shape.filter_nodes
         topos = [t for t in topos if lo <= t.n <= hi]
+    if shape.max_width is not None:
+        topos = [t for t in topos if max_layer_width(t) <= shape.max_width]
     if not topos:
         raise UserError(
-            f"{topology}: no benchmark problem has {shape.filter_nodes} nodes (--benchmark-nodes)"
+            f"{topology}: no benchmark problem has {shape.filter_nodes or 'any number of'} nodes "
+            f"and at most {shape.max_width or 'any number of'} nodes per layer "
+            "(--benchmark-nodes, --max-width)"
         )
     if count is None:
         return topos
     if count > len(topos):
         raise UserError(
             f"{topology}: asked for {count} DAGs but only {len(topos)} benchmark problems "
-            f"match (sizes {shape.filter_nodes or 'any'}, --benchmark-nodes)"
+            f"match (--benchmark-nodes {shape.filter_nodes or 'any'}, --max-width "
+            f"{shape.max_width or 'any'})"
         )
     pick = rng.choice(len(topos), size=count, replace=False)
     return [topos[int(i)] for i in sorted(pick)]
@@ -642,7 +671,7 @@ def generated_topology(topology: str, shape: ShapeConfig, rng: np.random.Generat
         else:
             lo = max(2, round(math.sqrt(n)))
             n_layers = int(rng.integers(min(lo, n), max(lo, n // 2) + 1))
-        return layered(n, n_layers, shape.edge_prob, rng)
+        return layered(n, n_layers, shape.edge_prob, rng, shape.max_width)
     if topology == "fork_join":
         return fork_join(
             _int_in(rng, shape.width), _int_in(rng, shape.branch_length), _int_in(rng, shape.repeats)
@@ -822,6 +851,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--layers", default=None, help="layered: number of layers, N or LO-HI")
     ap.add_argument("--edge-prob", type=float, default=0.5, help="layered: edge probability")
+    ap.add_argument(
+        "--max-width",
+        type=int,
+        default=None,
+        help="most nodes per layer (layered); codeflow/proofflow: keep only problems that narrow",
+    )
     ap.add_argument("--width", default="2-3", help="fork_join: parallel branches, N or LO-HI")
     ap.add_argument("--branch-length", default="1-2", help="fork_join: nodes per branch")
     ap.add_argument("--repeats", default="1-2", help="fork_join: fork-join stages")
@@ -868,6 +903,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             n_nodes=parse_range(args.n_nodes, "--n-nodes"),
             layers=parse_range(args.layers, "--layers") if args.layers else None,
             edge_prob=args.edge_prob,
+            max_width=args.max_width,
             width=parse_range(args.width, "--width"),
             branch_length=parse_range(args.branch_length, "--branch-length"),
             repeats=parse_range(args.repeats, "--repeats"),

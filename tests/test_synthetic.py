@@ -94,6 +94,21 @@ def test_layered_every_non_root_has_a_parent_in_previous_layer():
                 assert any(depth[p] == depth[v] - 1 for p in ps)
 
 
+def test_max_width_limits_layers_and_filters_benchmarks(tmp_path):
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        n = int(rng.integers(1, 20))
+        t = syn.layered(n, 1, 0.5, rng, max_width=2)
+        assert t.n == n and syn.max_layer_width(t) <= 2
+    out = _gen(
+        tmp_path, "--topology", "codeflow,layered:4", "--n-dags", "6", "--max-width", "2",
+        "--benchmark-nodes", "4-9", "--n-nodes", "5-9", "--seed", "3",
+    )
+    for dag in _lines(out):
+        layers = [nd["layer"] for nd in dag["nodes"]]
+        assert max(layers.count(x) for x in set(layers)) <= 2
+
+
 def test_codeflow_topologies_match_benchmark(tmp_path):
     bench = json.loads(syn.CODEFLOW_FILE.read_text(encoding="utf-8"))
     out = _gen(tmp_path, "--topology", "codeflow", "--models", "1", "--seed", "1")
