@@ -18,7 +18,7 @@ import warnings
 import pytest
 from harness_util import ROOT, config_env, harness, merged_records_no_timing
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 EXAMPLE_POOL = os.path.join(ROOT, "examples", "example_pool.jsonl")
 
