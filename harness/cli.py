@@ -196,6 +196,7 @@ def act_status(args) -> int:
     from .status import render_status
 
     rd = run_dir_from_env()
+    rd.run  # noqa: B018  (readable error when the run is not prepared)
     print(render_status(rd, _float_env("STALE_SECONDS", 120.0), args.verbose, status_lines(rd)))
     return 0
 
@@ -204,6 +205,7 @@ def act_resume(args) -> int:
     from .status import resume
 
     rd = run_dir_from_env()
+    rd.run  # noqa: B018
     stale = args.stale_seconds if args.stale_seconds is not None else _float_env("STALE_SECONDS", 120.0)
     resume(rd, stale, args.retry_failed)
     return 0

@@ -85,8 +85,11 @@ class RunDir:
         return [ShardSpec.from_json(s) for s in self.run["shards"]]
 
     def job_lines(self) -> list[str]:
-        with open(self.jobs_list, encoding="utf-8") as fh:
-            return [line.rstrip("\n") for line in fh if line.strip()]
+        try:
+            with open(self.jobs_list, encoding="utf-8") as fh:
+                return [line.rstrip("\n") for line in fh if line.strip()]
+        except FileNotFoundError:
+            raise ConfigError(f"{self.jobs_list} is missing; run `bash run_experiment.sh prepare` again") from None
 
     def shard(self, n: int) -> ShardSpec:
         if not (0 <= n < len(self.shards)):

@@ -24,10 +24,11 @@ class ShardStatus:
 
 
 def collect(rd: RunDir, stale_seconds: float) -> list[ShardStatus]:
+    specs = rd.shards  # first: a readable error (and no directory created) when the run is not prepared
     st = ShardState(rd.state)
     now = time.time()
     out = []
-    for spec in rd.shards:
+    for spec in specs:
         sid = spec.shard_id
         units = spec.units_per_dag() * len(spec.dags)
         fails = st.failures(sid)

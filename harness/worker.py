@@ -64,6 +64,7 @@ class ShardRunner:
         worker_id: str | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
+        rd.run  # noqa: B018  (readable error when the run is not prepared)
         self.rd = rd
         self.opts = opts
         self.stop = stop or threading.Event()
