@@ -61,7 +61,7 @@ def noisy_arrays(arr: DagArrays, planning: Mapping[str, Any], dag: int) -> DagAr
         for j in range(arr.m):
             if not arr.available[v, j]:
                 continue
-            key = make_key(cfg["noise_seed"], dag, 0, STREAM_NOISE, v, j, 0)
+            key = np.uint64(make_key(cfg["noise_seed"], dag, 0, STREAM_NOISE, v, j, 0))
             f_lat = math.exp(sl * normal(key, 0) - 0.5 * sl * sl)
             f_cost = math.exp(sc * normal(key, 2) - 0.5 * sc * sc)
             new_p = p[v, j]
