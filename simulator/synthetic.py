@@ -830,62 +830,76 @@ def build_parser() -> argparse.ArgumentParser:
             "per-node statistics from a parametric multi-LLM model or a template CSV. "
             "Every DAG is labelled synthetic (dag_kind synthetic_*, synthetic: true)."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  python -m simulator.synthetic --topology layered --n-dags 20 --rows 16 --out p.jsonl\n"
+            "  python -m simulator.synthetic --topology codeflow:8,layered:10,fork_join:6 \\\n"
+            "      --benchmark-nodes 4-9 --max-width 2 --rows 16 --seed 2024 --out mix.jsonl\n"
+            "  python -m simulator.synthetic --topology proofflow --models 30B_ins --out pf.jsonl\n"
+            "  python -m simulator.synthetic --topology chain --n-dags 5 --template-csv lib.csv \\\n"
+            "      --out c.jsonl\n"
+            "details: docs/synthetic.md"
+        ),
     )
     ap.add_argument(
         "--topology",
         default="layered",
-        help="layered|chain|fork_join|codeflow|proofflow, or a mix like codeflow:8,layered:10",
+        help="layered|chain|fork_join|codeflow|proofflow, or a mix like codeflow:8,layered:10 "
+        "(default: layered)",
     )
     ap.add_argument(
         "--n-dags",
         type=int,
         default=None,
-        help="DAGs per topology (benchmark topologies: default all that match --n-nodes)",
+        help="DAGs per topology without a :COUNT (codeflow/proofflow: default all problems that "
+        "pass --benchmark-nodes/--max-width)",
     )
-    ap.add_argument("--n-nodes", default="5-12", help="nodes per generated DAG, N or LO-HI")
+    ap.add_argument("--n-nodes", default="5-12", help="nodes per generated DAG, N or LO-HI (default: 5-12)")
     ap.add_argument(
         "--benchmark-nodes",
         default=None,
         help="codeflow/proofflow: keep only problems with this many nodes, N or LO-HI",
     )
-    ap.add_argument("--layers", default=None, help="layered: number of layers, N or LO-HI")
-    ap.add_argument("--edge-prob", type=float, default=0.5, help="layered: edge probability")
+    ap.add_argument("--layers", default=None, help="layered: number of layers, N or LO-HI (default: round(sqrt(n)) to n/2)")
+    ap.add_argument("--edge-prob", type=float, default=0.5, help="layered: edge probability (default: 0.5)")
     ap.add_argument(
         "--max-width",
         type=int,
         default=None,
         help="most nodes per layer (layered); codeflow/proofflow: keep only problems that narrow",
     )
-    ap.add_argument("--width", default="2-3", help="fork_join: parallel branches, N or LO-HI")
-    ap.add_argument("--branch-length", default="1-2", help="fork_join: nodes per branch")
-    ap.add_argument("--repeats", default="1-2", help="fork_join: fork-join stages")
+    ap.add_argument("--width", default="2-3", help="fork_join: parallel branches, N or LO-HI (default: 2-3)")
+    ap.add_argument("--branch-length", default="1-2", help="fork_join: nodes per branch (default: 1-2)")
+    ap.add_argument("--repeats", default="1-2", help="fork_join: fork-join stages (default: 1-2)")
     src = ap.add_mutually_exclusive_group()
     src.add_argument(
         "--models",
         default=None,
-        help=f"parametric models: a count or a comma list of ids (default {','.join(DEFAULT_MODELS)})",
+        help=f"parametric models: a count or a comma list of ids (default: {','.join(DEFAULT_MODELS)})",
     )
     src.add_argument("--model-spec", default=None, help="JSON file defining parametric models")
     src.add_argument(
         "--template-csv",
         default=None,
-        help="template library: success_prob,lat_mean,lat_std,cost_mean[,token_cost_mean,model_id]",
+        help="template library CSV: success_prob,lat_mean,lat_std,cost_mean"
+        "[,token_cost_mean,model_id]",
     )
     ap.add_argument(
         "--legacy-model",
         default=None,
         help="model whose stats fill the legacy template (default: the first model)",
     )
-    ap.add_argument("--rows", type=int, default=0, help="empirical rows per (node, model); 0 = none")
+    ap.add_argument("--rows", type=int, default=0, help="empirical rows per (node, model); 0 = parametric templates only (default: 0)")
     ap.add_argument("--benchmark-file", default=None, help="override the bundled benchmark JSON")
     ap.add_argument(
         "--order",
         choices=("interleaved", "grouped"),
         default="interleaved",
-        help="mixes: spread the topology groups evenly over the pool, or keep them in blocks",
+        help="mixes: spread the topology groups evenly over the pool, or keep them in blocks "
+        "(default: interleaved)",
     )
-    ap.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    ap.add_argument("--seed", type=int, default=0, help="seed of every random draw (default: 0)")
     ap.add_argument("--out", required=True, help="output pool (JSONL, written atomically)")
     return ap
 

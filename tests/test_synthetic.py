@@ -285,3 +285,10 @@ def test_bundled_examples_are_synthetic_and_valid():
             legacy = d.legacy_model
             assert (d.success_prob[np.arange(d.n_nodes), legacy] > 0).all()
         assert (len(pool.model_ids) == 4) == multi
+
+
+def test_help_exits_cleanly(capsys):
+    with pytest.raises(SystemExit) as exc:
+        syn.main(["--help"])
+    assert exc.value.code == 0
+    assert "SYNTHETIC" in capsys.readouterr().out
