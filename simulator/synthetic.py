@@ -687,7 +687,12 @@ def make_topologies(
     start_index: int = 0,
     benchmark_file: str | Path | None = None,
 ) -> list[Topology]:
-    """``count`` topologies of one kind, as DAGs ``start_index, start_index+1, ...`` would get."""
+    """``count`` topologies of one kind (a convenience for callers outside :func:`generate`).
+
+    Generated shapes are those DAGs ``start_index, start_index + 1, ...`` get
+    in :func:`generate`; benchmark problems are picked with the key
+    ``(seed, start_index, select)`` (in :func:`generate` the key holds the group number).
+    """
     if topology in BENCHMARKS:
         rng = _rng(seed, start_index, _SELECT)
         return benchmark_topologies(topology, count, shape, rng, benchmark_file)
