@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from poolbuild.align import (
     dags_from_rollouts,
 )
 from poolbuild.dag_builder import BuildOptions, add_build_option_flags, build_options_from_args
-from simulator.errors import UserError
+from simulator.errors import UserError, cli_entry
 from simulator.io_utils import atomic_write_json
 from simulator.pool import write_index_file, write_pool
 
@@ -165,16 +164,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     opts = build_options_from_args(args)
-    try:
-        sources = collect_sources(args.rollouts, args.pool, args.rollout_root)
-        s = build_aligned(sources, args.out_dir, args.missing_policy, args.baseline_model, opts)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    sources = collect_sources(args.rollouts, args.pool, args.rollout_root)
+    s = build_aligned(sources, args.out_dir, args.missing_policy, args.baseline_model, opts)
     print(f"models {s['models']}: {len(s['complete_problems'])} complete problems, "
           f"{len(s['imputed_problems'])} with imputed models, "
           f"{len(s['dropped_problems'])} dropped; outputs in {args.out_dir}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from poolbuild.dag_builder import (
     dag_from_record,
 )
 from poolbuild.records import load_records
-from simulator.errors import UserError
+from simulator.errors import UserError, cli_entry
 from simulator.io_utils import atomic_write_json
 from simulator.pool import write_index_file, write_pool
 
@@ -120,15 +119,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     opts = build_options_from_args(args)
-    try:
-        s = build_pool(args.inputs, args.out, opts, args.model, args.index_out, args.summary_out)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    s = build_pool(args.inputs, args.out, opts, args.model, args.index_out, args.summary_out)
     print(f"scanned {s['files_scanned']} files: wrote {s['dags_written']} DAGs to {s['pool']}, "
           f"excluded {s['dags_excluded']}")
     for e in s["excluded"]:

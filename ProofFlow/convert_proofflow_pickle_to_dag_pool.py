@@ -38,7 +38,7 @@ from poolbuild.graph import graph_from_named
 from poolbuild.stats import template_from_rows
 from ProofFlow.lean_check import classify_messages, parse_lean_json_output
 from ProofFlow.safe_pickle import ProofItem, load_proofflow_pickle
-from simulator.errors import UserError
+from simulator.errors import UserError, cli_entry
 
 log = logging.getLogger("proofflow.convert")
 
@@ -259,6 +259,7 @@ def convert_many(
     return dags
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description="Convert ProofFlow run pickles (one DAG each) into a DAG pool (JSONL).",
@@ -276,13 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     paths: list[Path] = []
     for p in map(Path, args.pickles):
         paths.extend(sorted(p.glob("*.pickle")) if p.is_dir() else [p])
-    try:
-        if not paths:
-            raise UserError("no pickle files given")
-        dags = convert_many(paths, args.out, args.model_id, args.semantic_gate)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if not paths:
+        raise UserError("no pickle files given")
+    dags = convert_many(paths, args.out, args.model_id, args.semantic_gate)
     for d in dags:
         rates = ", ".join(
             f"{n['name']} {n['meta']['n_success']}/{n['meta']['n_attempts']}" for n in d["nodes"]

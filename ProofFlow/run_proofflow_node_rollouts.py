@@ -68,7 +68,7 @@ from ProofFlow.prompts import (  # noqa: E402
     strip_header,
     theorem_head,
 )
-from simulator.errors import UserError  # noqa: E402
+from simulator.errors import UserError, cli_entry  # noqa: E402
 from simulator.io_utils import atomic_write_json, dumps_compact  # noqa: E402
 
 log = logging.getLogger("proofflow.rollouts")
@@ -463,35 +463,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    try:
-        checker = LeanChecker(args.lean_project, args.lean_timeout, args.lake)  # fail fast
-        problems = select_problems(
-            load_benchmark(args.benchmark),
-            [x.strip() for x in args.problems.split(",")] if args.problems else None,
-            args.limit,
+    checker = LeanChecker(args.lean_project, args.lean_timeout, args.lake)  # fail fast
+    problems = select_problems(
+        load_benchmark(args.benchmark),
+        [x.strip() for x in args.problems.split(",")] if args.problems else None,
+        args.limit,
+    )
+
+    def client(stage: str) -> ClientConfig:
+        return ClientConfig(
+            base_url=getattr(args, f"{stage}_base_url"),
+            model=getattr(args, f"{stage}_model"),
+            api_key_env=getattr(args, f"{stage}_api_key_env"),
+            temperature=args.temperature, top_p=args.top_p,
+            top_k=None if args.top_k < 0 else args.top_k, max_tokens=args.max_tokens,
+            concurrency=args.concurrency, max_tries=args.max_tries,
+            timeout_sec=args.request_timeout,
         )
 
-        def client(stage: str) -> ClientConfig:
-            return ClientConfig(
-                base_url=getattr(args, f"{stage}_base_url"),
-                model=getattr(args, f"{stage}_model"),
-                api_key_env=getattr(args, f"{stage}_api_key_env"),
-                temperature=args.temperature, top_p=args.top_p,
-                top_k=None if args.top_k < 0 else args.top_k, max_tokens=args.max_tokens,
-                concurrency=args.concurrency, max_tries=args.max_tries,
-                timeout_sec=args.request_timeout,
-            )
-
-        cfg = RunConfig(Path(args.out_dir), args.model, args.n, client("formalizer"),
-                        client("prover"), Path(args.prompt_dir) if args.prompt_dir else None,
-                        args.lean_workers, not args.no_progress, args.force)
-        summary = run(problems, cfg, checker)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    cfg = RunConfig(Path(args.out_dir), args.model, args.n, client("formalizer"),
+                    client("prover"), Path(args.prompt_dir) if args.prompt_dir else None,
+                    args.lean_workers, not args.no_progress, args.force)
+    summary = run(problems, cfg, checker)
     print(json.dumps(summary, indent=2))
     if summary["problems_incomplete"]:
         print(f"{len(summary['problems_incomplete'])} problems incomplete (requests or Lean "

@@ -24,7 +24,7 @@ from pathlib import Path
 from codeflow.dataset import DEFAULT_DATASET, load_problems
 from codeflow.sandbox import SandboxLimits
 from codeflow.verify import verify_code
-from simulator.errors import UserError
+from simulator.errors import cli_entry
 from simulator.io_utils import atomic_write_json
 
 # (problem id, subproblem) -> why its reference fails; established by reading the code/tests.
@@ -145,6 +145,7 @@ def check(dataset: Path, limits: SandboxLimits, workers: int, progress: bool = T
     }
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m codeflow.check_references",
@@ -158,13 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--isolation", default="auto", choices=["auto", "namespace", "process"])
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        limits = SandboxLimits(test_timeout_sec=args.timeout, memory_mb=args.memory_mb,
-                               isolation=args.isolation)
-        report = check(args.dataset, limits, args.workers, progress=not args.no_progress)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    limits = SandboxLimits(test_timeout_sec=args.timeout, memory_mb=args.memory_mb,
+                           isolation=args.isolation)
+    report = check(args.dataset, limits, args.workers, progress=not args.no_progress)
     atomic_write_json(args.out, report)
     print(f"reference solutions passing all their tests: {report['n_subproblems_passed']}/"
           f"{report['n_subproblems']} subproblems, {report['n_tests_passed']}/"

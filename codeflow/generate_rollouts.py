@@ -42,7 +42,7 @@ from codeflow.llm_client import (
 from codeflow.prompts import build_messages
 from codeflow.sandbox import SandboxLimits, resolve_isolation
 from codeflow.verify import verify_code
-from simulator.errors import ConfigError, UserError
+from simulator.errors import ConfigError, UserError, cli_entry
 from simulator.io_utils import atomic_write_json
 
 log = logging.getLogger("codeflow.generate_rollouts")
@@ -362,19 +362,16 @@ def dry_run(args: argparse.Namespace) -> None:
                 print(f"--- {m['role']}\n{m['content']}")
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is too much
-    try:
-        _check_args(args)
-        if args.dry_run:
-            dry_run(args)
-            return 0
-        summary = asyncio.run(generate(args))
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    _check_args(args)
+    if args.dry_run:
+        dry_run(args)
+        return 0
+    summary = asyncio.run(generate(args))
     print(f"{summary['problems_written']} problem file(s) written, "
           f"{summary['problems_skipped_existing']} already present, "
           f"{len(summary['problems_incomplete'])} incomplete -> {summary['out_dir']}")

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
-from simulator.errors import UserError
+from simulator.errors import EXIT_USER_ERROR, cli_entry
 
-EXIT_USER_ERROR = 2
+__all__ = ["EXIT_USER_ERROR", "run_cli"]
 
 
 def run_cli(fn: Callable[[], int | None]) -> int:
-    """Run ``fn``; a :class:`UserError` becomes ``error: <message>`` on stderr and exit 2."""
-    try:
-        rc = fn()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return int(rc or 0)
+    """Run ``fn`` under the project's one rule for user errors (:func:`simulator.errors.cli_entry`)."""
+    return cli_entry(fn)()

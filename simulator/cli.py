@@ -23,7 +23,7 @@ import numpy as np
 
 from .arrays import LATENCY_DISTS, CostSetting, dag_arrays
 from .costs import COST_MODE_ALIASES, COST_MODES, load_price_table
-from .errors import ConfigError, UserError
+from .errors import ConfigError, cli_entry
 from .methods import METHOD_ORDER, is_baseline
 from .nominal import nominal_budget, nominal_deadline
 from .pool import Pool, load_pool
@@ -216,8 +216,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cmd not in commands:
         print(f"error: unknown command {cmd!r}; choose one of {', '.join(commands)}", file=sys.stderr)
         return 2
-    try:
-        return int(commands[cmd](rest) or 0)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return cli_entry(commands[cmd])(rest)

@@ -7,6 +7,10 @@ before any work starts.
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+
 
 class UserError(ValueError):
     """A problem with the user's input or configuration (not a bug)."""
@@ -44,3 +48,29 @@ class PoolError(UserError):
 
 class ConfigError(UserError):
     """An impossible or inconsistent experiment setting."""
+
+
+EXIT_USER_ERROR = 2
+
+
+def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
+    """Decorate a command's ``main``: a :class:`UserError` becomes one line on stderr, exit 2.
+
+    Every entry point of the project uses it, so users always get
+    ``error: <file, line, problem, node>: <what>`` and never a traceback for
+    bad input; Ctrl-C exits 130 with one line.
+    """
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs) -> int:
+        try:
+            rc = main(*args, **kwargs)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        return int(rc or 0)
+
+    return wrapper

@@ -40,7 +40,7 @@ import numpy as np
 
 from poolbuild.graph import children_of, graph_from_named, node_depths
 
-from .errors import UserError
+from .errors import UserError, cli_entry
 from .pool import write_pool
 
 log = logging.getLogger("simulator.synthetic")
@@ -909,47 +909,44 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+@cli_entry
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        if args.rows < 0:
-            raise UserError("--rows must be >= 0")
-        if not 0.0 <= args.edge_prob <= 1.0:
-            raise UserError("--edge-prob must be in [0, 1]")
-        tops = parse_topologies(args.topology, args.n_dags)
-        shape = ShapeConfig(
-            n_nodes=parse_range(args.n_nodes, "--n-nodes"),
-            layers=parse_range(args.layers, "--layers") if args.layers else None,
-            edge_prob=args.edge_prob,
-            max_width=args.max_width,
-            width=parse_range(args.width, "--width"),
-            branch_length=parse_range(args.branch_length, "--branch-length"),
-            repeats=parse_range(args.repeats, "--repeats"),
-        )
-        if args.benchmark_nodes:
-            shape.filter_nodes = parse_range(args.benchmark_nodes, "--benchmark-nodes")
-        stats: ParametricStats | LibraryStats
-        if args.template_csv:
-            stats = LibraryStats(read_template_csv(args.template_csv))
-        elif args.model_spec:
-            stats = ParametricStats(load_model_spec(args.model_spec))
-        else:
-            stats = ParametricStats(resolve_models(args.models))
-        dags = generate(
-            tops,
-            stats=stats,
-            shape=shape,
-            n_rows=args.rows,
-            seed=args.seed,
-            legacy=args.legacy_model,
-            benchmark_file=args.benchmark_file,
-            order=args.order,
-        )
-        n = write_pool(args.out, dags)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.rows < 0:
+        raise UserError("--rows must be >= 0")
+    if not 0.0 <= args.edge_prob <= 1.0:
+        raise UserError("--edge-prob must be in [0, 1]")
+    tops = parse_topologies(args.topology, args.n_dags)
+    shape = ShapeConfig(
+        n_nodes=parse_range(args.n_nodes, "--n-nodes"),
+        layers=parse_range(args.layers, "--layers") if args.layers else None,
+        edge_prob=args.edge_prob,
+        max_width=args.max_width,
+        width=parse_range(args.width, "--width"),
+        branch_length=parse_range(args.branch_length, "--branch-length"),
+        repeats=parse_range(args.repeats, "--repeats"),
+    )
+    if args.benchmark_nodes:
+        shape.filter_nodes = parse_range(args.benchmark_nodes, "--benchmark-nodes")
+    stats: ParametricStats | LibraryStats
+    if args.template_csv:
+        stats = LibraryStats(read_template_csv(args.template_csv))
+    elif args.model_spec:
+        stats = ParametricStats(load_model_spec(args.model_spec))
+    else:
+        stats = ParametricStats(resolve_models(args.models))
+    dags = generate(
+        tops,
+        stats=stats,
+        shape=shape,
+        n_rows=args.rows,
+        seed=args.seed,
+        legacy=args.legacy_model,
+        benchmark_file=args.benchmark_file,
+        order=args.order,
+    )
+    n = write_pool(args.out, dags)
     n_nodes = sum(d["n_nodes"] for d in dags)
     print(f"wrote {n} synthetic DAGs ({n_nodes} nodes, models {stats.model_ids}) to {args.out}")
     return 0
