@@ -173,8 +173,9 @@ def _corrected(out, ready, levels, first, models, available, base_ks, random_fre
         rng = np.random.default_rng(int(key))
         order = np.sort(rng.choice(space, size=room, replace=False))
     action: list[Level] = [(0, 0)] * R
-    for idx in order:
-        idx = int(idx)
+
+    def decode(idx: int) -> tuple:
+        """Mixed-radix index -> action (shared level on fixed nodes, own levels on free ones)."""
         digits = []
         for d in reversed(dims):
             digits.append(idx % d)
@@ -184,23 +185,16 @@ def _corrected(out, ready, levels, first, models, available, base_ks, random_fre
             action[r] = shared[digits[0]]
         for r, dgt in zip(free, digits[1:]):
             action[r] = levels[r][dgt]
-        if not out.add(tuple(action)):
+        return tuple(action)
+
+    for idx in order:
+        if not out.add(decode(int(idx))):
             break
     # duplicates of base actions may leave room: top up with further samples
     if not out.full and space > room:
         rng = np.random.default_rng([int(key), 1])
         for idx in rng.permutation(space) if space <= 1 << 22 else rng.integers(0, space, 4 * room):
-            idx = int(idx)
-            digits = []
-            for d in reversed(dims):
-                digits.append(idx % d)
-                idx //= d
-            digits.reverse()
-            for r in fixed:
-                action[r] = shared[digits[0]]
-            for r, dgt in zip(free, digits[1:]):
-                action[r] = levels[r][dgt]
-            if not out.add(tuple(action)):
+            if not out.add(decode(int(idx))):
                 break
     return CORRECTED_SAMPLED
 
