@@ -6,8 +6,8 @@ the DAG completes (success), time runs out or a launch is infeasible
 (failure). The semantics are those of the simulator (``simulator.md``): the
 same :func:`~simulator.engine.draw_attempt` (row resampling, or parametric
 draws), one queue entry per batch (end = max latency, success = OR), pops in
-end-time order with ties to the lower node position, and ``t >= D`` checked
-before "all completed".
+end-time order with ties to the lower node position, and "all completed" checked
+before ``t >= D`` (finishing exactly at D counts), as in ``engine.advance``.
 
 Randomness is keyed, never streamed: simulation s of (candidate c, member p)
 at a decision uses the key (run seed, DAG, trial, decision, c, p, s), and
@@ -279,10 +279,10 @@ def _run_pair(
             continue
         steps = 0
         while True:
-            if t >= horizon:
-                break
-            if ncomp == n:
+            if ncomp == n:  # completion first: finishing exactly at D counts (engine.advance)
                 wins += 1
+                break
+            if t >= horizon:
                 break
             if nf == 0:
                 break
