@@ -302,3 +302,22 @@ def test_planning_pool_checked_recorded_and_used(tmp_path):
     assert all(c.ok for c in verify_shard(spec).values())
     rec = json.loads(open(spec.dag_output(0)).readline())
     assert rec["method"] == "mc_portfolio_rollout" and rec["deadline_enforced"]
+
+
+def test_planning_noise_recorded_and_run(tmp_path):
+    from harness.shard_runner import run_shard
+    from harness.shards import verify_shard
+
+    pool = small_pool(tmp_path, n=1)
+    env = _env(tmp_path, pool, METHOD_SET="mcpp", N_EXEC_TRIALS=2, BUDGET_RATIOS="2", DEADLINE_RATIOS="2",
+               MC_PORTFOLIO_M=2, MC_PORTFOLIO_BASE_KS="1", MC_PORTFOLIO_MAX_CANDIDATE_ACTIONS=2,
+               PLANNING_NOISE_LATENCY_SIGMA="0.5", PLANNING_NOISE_LOGIT_SIGMA="1", PLANNING_NOISE_SEED="7")  # fmt: skip
+    rd = prepare(env, quiet=True)
+    planning = rd.run["settings"]["planning"]
+    assert planning["noise_latency_sigma"] == 0.5 and planning["noise_seed"] == 7
+    assert "noise_latency_sigma" in rd.job_lines()[0]
+    spec = rd.shards[0]
+    run_shard(spec, log=lambda s: None)
+    assert all(c.ok for c in verify_shard(spec).values())
+    recs = [json.loads(line) for line in open(spec.dag_output(0))]
+    assert len(recs) == 2 and all(r["method"] == "mc_portfolio_rollout" for r in recs)
