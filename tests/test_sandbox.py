@@ -78,8 +78,9 @@ def test_network_call_is_blocked(mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_writing_outside_the_work_directory_is_blocked(mode, tmp_path):
-    # next to this test file: visible (read-only) inside the namespace, so EROFS there
-    target = Path(__file__).resolve().parent / f".sandbox_escape_{uuid.uuid4().hex}"
+    # /etc: visible (read-only) inside the namespace wherever the checkout lives, so EROFS there
+    # (a checkout under /tmp would be hidden behind the sandbox's private /tmp)
+    target = Path("/etc") / f".sandbox_escape_{uuid.uuid4().hex}"
     body = f"open({str(target)!r}, 'w').write('x')\nreturn 'written'"
     try:
         run = _run(mode, body, [("((), {})", "'written'")])
