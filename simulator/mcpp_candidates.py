@@ -127,15 +127,25 @@ def generate_candidates(
     return out.items, mode, n_base
 
 
+def _add_product(out, levels) -> None:
+    """Add the Cartesian product of the nodes' levels (first node slowest) until the cap."""
+    for combo in itertools.product(*levels):
+        if not out.add(combo):
+            break
+
+
+def _split_free(key, R: int, random_free_n: int) -> tuple[list[int], list[int]]:
+    """Keyed free nodes (drawn order) and the remaining fixed nodes."""
+    free = choose_free_nodes(key, R, min(R, random_free_n))
+    return free, [r for r in range(R) if r not in free]
+
+
 def _faithful(out, ready, levels, first, base_ks, random_free_n, max_exact, key, product) -> str:
     R = len(ready)
     if R <= random_free_n and product <= max_exact:
-        for combo in itertools.product(*levels):
-            if not out.add(combo):
-                break
+        _add_product(out, levels)
         return FULL
-    free = choose_free_nodes(key, R, min(R, random_free_n))
-    fixed = [r for r in range(R) if r not in free]
+    free, fixed = _split_free(key, R, random_free_n)
     shared_ks = list(base_ks) if fixed else list(base_ks[:1])
     action: list[Level] = [(0, 0)] * R
     for sk in shared_ks:
@@ -154,12 +164,9 @@ def _faithful(out, ready, levels, first, base_ks, random_free_n, max_exact, key,
 def _corrected(out, ready, levels, first, models, available, base_ks, random_free_n, key, product) -> str:
     R = len(ready)
     if product <= out.cap:
-        for combo in itertools.product(*levels):
-            if not out.add(combo):
-                break
+        _add_product(out, levels)
         return CORRECTED_FULL
-    free = choose_free_nodes(key, R, min(R, random_free_n))
-    fixed = [r for r in range(R) if r not in free]
+    free, fixed = _split_free(key, R, random_free_n)
     if fixed:
         shared = [(j, k) for j in models if all(available[ready[r], j] for r in fixed) for k in base_ks]
     else:
