@@ -13,7 +13,9 @@ graph rather than trusting the file.
 from __future__ import annotations
 
 import ast
+import functools
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,29 @@ from simulator.errors import PoolError, UserError
 
 DEFAULT_DATASET = Path(__file__).resolve().parent / "data" / "codeflowbench_repo.json"
 
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        return None
+
+
+def parse_python(source: str) -> ast.Module | None:
+    """``ast.parse`` of trusted dataset/generated source, None on a syntax error.
+
+    Serialised with a lock: CPython 3.11's parser is not safe when several
+    threads parse at once ("AST constructor recursion depth mismatch"), and
+    the reference check and the generator verify from worker threads. Cached,
+    because a problem's module source is parsed for every subproblem.
+    """
+    with _PARSE_LOCK:
+        return _parse_cached(source)
 
 @dataclass(frozen=True)
 class TestCase:
@@ -121,9 +146,8 @@ class Problem:
         are not installed). ``from __future__`` imports are left out: they only
         make sense at the top of a compiled unit.
         """
-        try:
-            tree = ast.parse(self.solution)
-        except SyntaxError:
+        tree = parse_python(self.solution)
+        if tree is None:
             return []
         lines = []
         for node in tree.body:
@@ -141,9 +165,8 @@ class Problem:
         same features: with ``annotations`` a signature may name a class that
         the snippet never defines.
         """
-        try:
-            tree = ast.parse(self.solution)
-        except SyntaxError:
+        tree = parse_python(self.solution)
+        if tree is None:
             return []
         return [a.name for node in tree.body
                 if isinstance(node, ast.ImportFrom) and node.module == "__future__"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import re
+
+from codeflow.dataset import parse_python
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
@@ -28,8 +29,6 @@ def extract_code(text: str, func_name: str | None = None) -> str | None:
     stripped = text.strip()
     if not stripped:
         return None
-    try:
-        ast.parse(stripped)
-    except SyntaxError:
+    if parse_python(stripped) is None:
         return None
     return stripped + "\n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from codeflow.dataset import Problem, Subproblem
+from codeflow.dataset import Problem, Subproblem, parse_python
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. We are writing a Python module one function per "
@@ -25,9 +25,8 @@ SYSTEM_PROMPT = (
 
 def signature_of(sub: Subproblem) -> str | None:
     """``def name(params) -> ret:`` of the reference solution, or None if unavailable."""
-    try:
-        tree = ast.parse(sub.reference_code)
-    except SyntaxError:
+    tree = parse_python(sub.reference_code)
+    if tree is None:
         return None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == sub.name:
