@@ -352,10 +352,21 @@ def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
                 f"PLANNING_POOL_PATH {cfg.planning['pool']}: {len(planning_pool)} DAGs, but the execution pool "
                 f"has {cfg.pool_rows}; the planning pool must be aligned row by row"
             )
+    mcpp_policy = None
+    if MCPP in cfg.methods and cfg.mcpp.get("model_ids"):
+        from simulator.mc_portfolio_policy import MCPortfolioPolicy
+
+        mcpp_policy = MCPortfolioPolicy(cfg.mcpp)
     for i in range(len(pool)):
         st = pool[i]
         where = f"DAG {st.index} (problem {st.problem_id!r}, {cfg.pool_path} line {st.line}): "
         arr = dag_arrays(pool, i, setting)
+        if mcpp_policy is not None:  # MC_PORTFOLIO_MODEL_IDS: the planner's own rule, checked before any work
+            mcpp_policy.dag_model_ids = st.model_ids
+            try:
+                mcpp_policy.model_positions(arr)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}MC_PORTFOLIO_MODEL_IDS: {exc}") from None
         for model in cfg.baseline_suite:
             if model not in st.model_ids:
                 raise ConfigError(f"{where}BASELINE_SUITE model {model!r} is not on this DAG ({list(st.model_ids)})")

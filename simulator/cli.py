@@ -149,7 +149,7 @@ def cmd_simulate(argv: Sequence[str]) -> int:
 
         with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
             batch = simulate_policy(arr, args.method, budget, deadline, range(args.trials), args.seed,
-                                    dag_key, params, progress=bar.update)
+                                    dag_key, params, progress=bar.update, model_names=pool[i].model_ids)
     recs = batch.records(deadline)
     ok = np.array([r["on_time_success"] for r in recs])
     lo, hi = wilson_interval(int(ok.sum()), len(ok))

@@ -127,7 +127,6 @@ def predict_main(argv: Sequence[str]) -> int:
 
     from .simulate import simulate_policy
 
-    run_params = {**params, "dag_model_ids": tuple(stats.model_ids)}
     bar = None
     if not args.no_progress:
         from tqdm import tqdm
@@ -138,8 +137,8 @@ def predict_main(argv: Sequence[str]) -> int:
     for B in budgets:
         for D in deadlines:
             batch = simulate_policy(
-                arr, MCPP, B, D, trials, args.seed, int(stats.index), run_params, None,
-                bar.update if bar is not None else None,
+                arr, MCPP, B, D, trials, args.seed, int(stats.index), params, None,
+                bar.update if bar is not None else None, model_names=stats.model_ids,
             )
             k = int(batch.on_time(D).sum())
             lo, hi = wilson_interval(k, len(trials))

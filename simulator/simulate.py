@@ -153,8 +153,14 @@ def simulate_policy(
     params: Mapping[str, Any] | None = None,
     planning_arr: DagArrays | None = None,
     progress=None,
+    model_names: Sequence[str] | None = None,
 ) -> EpisodeBatch:
-    """Simulate a Python policy (MCPP) with the hard deadline, one episode per trial."""
+    """Simulate a Python policy (MCPP) with the hard deadline, one episode per trial.
+
+    ``model_names`` (the DAG's model ids) lets a planner resolve models given by name.
+    """
+    if model_names is not None:
+        params = {**(params or {}), "dag_model_ids": tuple(model_names)}
     policy = make_policy(method, params, planning_arr)
     results = []
     for trial in trials:
@@ -240,10 +246,9 @@ def simulate_dag_budget(
             if plan is None:
                 plan = planning_arrays(pool, dag_idx, settings, planning_pool)
             for D in deadlines:
-                # the DAG's model names let MCPP resolve model_ids given by name
-                params = {**settings.mcpp, "dag_model_ids": tuple(stats.model_ids)}
                 batch = simulate_policy(
-                    arr, method, budget, D, trials, settings.seed, dag_key, params, plan, progress
+                    arr, method, budget, D, trials, settings.seed, dag_key, settings.mcpp, plan, progress,
+                    model_names=stats.model_ids,
                 )
                 records.extend({**base, **r} for r in batch.records())
     return records

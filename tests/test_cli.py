@@ -54,3 +54,14 @@ def test_errors_are_one_readable_line(tmp_path):
     zero.write_text(json.dumps(chain_dag(2, p=0.0)) + "\n")
     r = run("simulate", "--pool", str(zero), "--budget-ratio", "1", "--deadline", "5")
     assert r.returncode == 2 and "success probability 0" in r.stderr and "node 0" in r.stderr
+
+
+def test_simulate_mcpp_with_models_by_name():
+    base = ("simulate", "--pool", EXAMPLE, "--dag", "0", "--budget", "8000", "--deadline", "60",
+            "--method", "mc_portfolio_rollout", "--trials", "2", "--mc-portfolio-m", "4",
+            "--mc-portfolio-max-candidate-actions", "8", "--json")
+    r = run(*base, "--mc-portfolio-model-ids", "4B_ins,30B_ins")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["trials"] == 2
+    r = run(*base, "--mc-portfolio-model-ids", "nope")
+    assert r.returncode == 2 and "none of the MCPP models ['nope']" in r.stderr

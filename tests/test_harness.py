@@ -321,3 +321,11 @@ def test_planning_noise_recorded_and_run(tmp_path):
     assert all(c.ok for c in verify_shard(spec).values())
     recs = [json.loads(line) for line in open(spec.dag_output(0))]
     assert len(recs) == 2 and all(r["method"] == "mc_portfolio_rollout" for r in recs)
+
+
+def test_unknown_mcpp_model_refused_before_work(tmp_path):
+    pool = small_pool(tmp_path, n=1)
+    env = _env(tmp_path, pool, METHOD_SET="mcpp", MC_PORTFOLIO_MODEL_IDS="no_such_model")
+    with pytest.raises(ConfigError, match="MC_PORTFOLIO_MODEL_IDS: none of the MCPP models"):
+        prepare(env, quiet=True)
+    assert not os.path.exists(os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"], "jobs_list.txt"))
