@@ -1,7 +1,7 @@
 """Small hand-made and random DAG pool lines for the MCPP tests and benchmarks.
 
 Kept independent of the pool generators so the MCPP tests only depend on the
-pool format (``dag_pool_format.md``).
+pool format (``docs/pool_format.md``).
 """
 
 from __future__ import annotations
