@@ -603,6 +603,8 @@ def score(result: Result, deadline: float, planner_calls: str = "decisions") -> 
     time is ``makespan_unconstrained``. ``planner_calls`` names the count
     reported: ``decisions`` (compiled baselines) or ``policy_calls``.
     """
+    if planner_calls not in ("decisions", "policy_calls"):
+        raise ValueError(f"planner_calls must be 'decisions' or 'policy_calls', got {planner_calls!r}")
     D = float(deadline)
     mk = result.makespan
     late = mk > D
