@@ -13,8 +13,8 @@ simulation" divides the decision's wall time by its nominal simulation count
 settled without being run (exact pruning), so the same figure is also given
 with pruning off (every simulation run to its end).
 
-``--compare REV`` times a small set of workloads (a few minutes) in fresh
-processes, alternating between the git revision REV (exported to a temporary
+``--compare REV`` times a small set of workloads (a few minutes; one thread,
+CPU time, best of a few repetitions per decision) in fresh processes, alternating between the git revision REV (exported to a temporary
 directory) and this working tree, and reports the ratio this / REV per
 workload: the way to check that a change to the kernel or the engine costs
 nothing beyond noise on a shared machine. Writes
@@ -95,6 +95,7 @@ from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import load_pool
 
 numba.set_num_threads(1)
+# CPU time of this (single-threaded) process: less sensitive than wall time to other users' load
 E = np.zeros(0, dtype=np.int64)
 
 
@@ -119,9 +120,9 @@ def decisions(path, cands, prune, reps):
         pol.decide(view)  # warm-up
         best = np.inf
         for _ in range(reps):
-            t = time.perf_counter()
+            t = time.process_time()
             pol.decide(view)
-            best = min(best, time.perf_counter() - t)
+            best = min(best, time.process_time() - t)
         total += best
     return total
 
@@ -135,11 +136,11 @@ def baselines(path, trials, reps):
     simulate_baseline(arrs[0], "sequential", 1.0, range(2), 0, 0)
     best = np.inf
     for _ in range(reps):
-        t = time.perf_counter()
+        t = time.process_time()
         for method in BASELINE_METHODS:
             for i, arr in enumerate(arrs):
                 simulate_baseline(arr, method, nominal_budget(arr), range(trials), 42, i)
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best
 
 
@@ -147,7 +148,7 @@ example, layered = {example!r}, {layered!r}
 out = {{
     "mcpp_example_pool_260": decisions(example, 260, True, 3),
     "mcpp_layered20x4_260": decisions(layered, 260, True, 3),
-    "mcpp_layered20x4_260_pruning_off": decisions(layered, 260, False, 1),
+    "mcpp_layered20x4_260_pruning_off": decisions(layered, 260, False, 2),
 }}
 try:
     out["baselines_example_pool"] = baselines(example, 300, 3)
