@@ -1,6 +1,6 @@
 """Measure MCPP's options against the faithful default on the same DAGs, cells and trials.
 
-Options (``policies.md``, improvements): ``candidate_generator=corrected``,
+Options (``docs/policies.md``, improvements): ``candidate_generator=corrected``,
 ``evaluation=crn`` and ``evaluation=halving``. Execution randomness is keyed
 by (seed, DAG, trial, node, model, attempt), so every variant meets the same
 luck: differences are paired. Reports on-time completion probability, the

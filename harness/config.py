@@ -31,7 +31,7 @@ from .grid import Grid, resolve_grid
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_POOL = os.path.join(REPO, "examples", "example_pool.jsonl")
 DEFAULT_RESULTS_ROOT = os.path.join(REPO, "results", "runs")
-HARNESS_MCPP_DEFAULTS = {"max_candidate_actions": 2048}  # harness.md: the shell harness sets 2048
+HARNESS_MCPP_DEFAULTS = {"max_candidate_actions": 2048}  # docs/harness.md: the shell harness sets 2048
 
 #: (variable, default shown by prepare, meaning). Result-changing ones go into run.json.
 ENV_VARS: list[tuple[str, str, str]] = [
@@ -64,7 +64,7 @@ ENV_VARS: list[tuple[str, str, str]] = [
     ("HEARTBEAT_SECONDS", "10", "heartbeat period of a running shard"),
     ("STALE_SECONDS", "120", "heartbeat age after which `resume` releases a claim"),
 ]
-MC_DEFAULT_TEXT = "policies.md defaults; MC_PORTFOLIO_MAX_CANDIDATE_ACTIONS=2048"
+MC_DEFAULT_TEXT = "docs/policies.md defaults; MC_PORTFOLIO_MAX_CANDIDATE_ACTIONS=2048"
 
 
 def _env(env: Mapping[str, str], name: str) -> str:
@@ -256,7 +256,7 @@ def default_dags_per_shard(n_dags: int, methods: list[str]) -> int:
 
 
 def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True) -> RunConfig:
-    """Read and validate the harness variables (``harness.md``); raises UserError."""
+    """Read and validate the harness variables (``docs/harness.md``); raises UserError."""
     env = dict(os.environ if env is None else env)
     # --- cheap checks first: nothing below reads the pool ------------------------
     grid = resolve_grid(env)

@@ -2,7 +2,7 @@
 
 Why: MCPP and the baselines need a DAG pool to run, and real rollouts (GPU
 hours, Lean) are not always at hand. This module builds pools in the format of
-``dag_pool_format.md`` from
+``docs/pool_format.md`` from
 
 * a **topology**: ``layered``, ``chain``, ``fork_join``, or the real dependency
   graphs of the bundled benchmarks (``codeflow``: CodeFlowBench-Repo

@@ -105,7 +105,7 @@ class _EpisodeTables:
 
 
 class MCPortfolioPolicy:
-    """The MCPP planner (``policies.md``, faithful by default).
+    """The MCPP planner (``docs/policies.md``, faithful by default).
 
     ``params`` holds any :class:`~simulator.mcpp_params.MCPPParams` key
     (keyword arguments override it) plus runtime-only keys: ``dag_model_ids``

@@ -3,7 +3,7 @@
 Why in the package: the tests and ``benchmarks/`` both build these DAGs, and
 ``benchmarks/`` must not import from ``tests/``. The pool lines are written by
 hand (not by :mod:`poolbuild.synthetic`) so that the MCPP tests depend only on
-the pool format, not on a generator whose defaults may change.
+the pool format (``docs/pool_format.md``), not on a generator whose defaults may change.
 """
 
 from __future__ import annotations
