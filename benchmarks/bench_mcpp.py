@@ -2,8 +2,8 @@
 
 Run by hand (timings depend on the machine and its load)::
 
-    python benchmarks/bench_mcpp.py [--quick]
-    python benchmarks/bench_mcpp.py --compare REV [--reps 6]   # this tree vs git revision REV
+    python -m benchmarks.bench_mcpp [--quick]
+    python -m benchmarks.bench_mcpp --compare REV [--reps 8]   # this tree vs git revision REV
 
 Writes ``benchmarks/results_mcpp.json``. Workloads: the first decision of
 every DAG of the example pool (nominal budget and deadline) and of three
@@ -13,11 +13,12 @@ simulation" divides the decision's wall time by its nominal simulation count
 settled without being run (exact pruning), so the same figure is also given
 with pruning off (every simulation run to its end).
 
-``--compare REV`` times a small set of workloads (a few minutes; one thread,
-CPU time, best of a few repetitions per decision) in fresh processes, alternating between the git revision REV (exported to a temporary
-directory) and this working tree, and reports the ratio this / REV per
-workload: the way to check that a change to the kernel or the engine costs
-nothing beyond noise on a shared machine. Writes
+``--compare REV`` times a small set of workloads (a few minutes; one
+thread, CPU time, best of a few repetitions per decision) in fresh
+processes, alternating between the git revision REV (exported to a
+temporary directory) and this working tree, and reports the ratio this / REV
+per workload: the way to check that a change to the kernel or the engine
+costs nothing beyond noise on a shared machine. Writes
 ``benchmarks/results_mcpp_compare.json``.
 """
 
@@ -38,28 +39,24 @@ from pathlib import Path
 import numba
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.episode import run_policy_episode
+from simulator.io_utils import atomic_write_json
+from simulator.mc_portfolio_policy import MCPortfolioPolicy
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import load_pool, pool_from_objects
+from simulator.testing import first_view, layered_dag
 
-from simulator.arrays import CostSetting, dag_arrays  # noqa: E402
-from simulator.episode import run_policy_episode  # noqa: E402
-from simulator.io_utils import atomic_write_json  # noqa: E402
-from simulator.mc_portfolio_policy import MCPortfolioPolicy  # noqa: E402
-from simulator.nominal import nominal_budget, nominal_deadline  # noqa: E402
-from simulator.pool import load_pool, pool_from_objects  # noqa: E402
-from tests.mcpp_dags import layered_dag  # noqa: E402
-from tests.test_mcpp_policy import first_view  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 JIT_SCRIPT = r"""
 import sys, time
 t0 = time.perf_counter()
-sys.path.insert(0, {root!r})
 from simulator.arrays import CostSetting, dag_arrays
 from simulator.mc_portfolio_policy import MCPortfolioPolicy
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import pool_from_objects
-from tests.mcpp_dags import layered_dag
-from tests.test_mcpp_policy import first_view
+from simulator.testing import first_view, layered_dag
 pool = pool_from_objects([layered_dag(1, n_nodes=6)])
 arr = dag_arrays(pool, 0, CostSetting())
 pol = MCPortfolioPolicy(M=4, max_candidate_actions=20)
@@ -76,7 +73,7 @@ def jit_seconds() -> dict:
     with tempfile.TemporaryDirectory() as cache:
         for label in ("cold_compile", "warm_cache"):
             env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-            p = subprocess.run([sys.executable, "-c", JIT_SCRIPT.format(root=str(ROOT))], env=env,
+            p = subprocess.run([sys.executable, "-c", JIT_SCRIPT], env=env, cwd=ROOT,
                                capture_output=True, text=True, check=True)
             imp, jit = map(float, p.stdout.split())
             out[label] = {"import_s": imp, "first_decision_overhead_s": jit}
@@ -85,7 +82,6 @@ def jit_seconds() -> dict:
 
 COMPARE_SCRIPT = r"""
 import json, sys, time
-sys.path.insert(0, {root!r})
 import numba
 import numpy as np
 from simulator.arrays import CostSetting, dag_arrays
@@ -178,7 +174,7 @@ def compare(rev: str, reps: int, out: str) -> int:
         env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
 
         def run(tree: Path) -> dict:
-            code = COMPARE_SCRIPT.format(root=str(tree), example=str(example), layered=str(layered))
+            code = COMPARE_SCRIPT.format(example=str(example), layered=str(layered))  # cwd = tree
             p = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True)
             if p.returncode != 0:
                 raise SystemExit(f"timing run failed in {tree}:\n{p.stderr[-2000:]}")
@@ -261,7 +257,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="one repetition, fewer episodes")
     ap.add_argument("--out", default=None, help="output JSON (default benchmarks/results_mcpp[_compare].json)")
     ap.add_argument("--compare", metavar="REV", help="time this tree against git revision REV, interleaved")
-    ap.add_argument("--reps", type=int, default=6, help="--compare: timed runs per tree")
+    ap.add_argument("--reps", type=int, default=8, help="--compare: timed runs per tree")
     args = ap.parse_args()
     if args.compare:
         return compare(args.compare, args.reps, args.out or str(ROOT / "benchmarks" / "results_mcpp_compare.json"))
