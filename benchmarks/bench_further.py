@@ -2,7 +2,7 @@
 
 Run by hand (timings depend on the machine and its load)::
 
-    python benchmarks/bench_further.py [--quick] [--no-readme]
+    python -m benchmarks.bench_further [--quick] [--no-readme]
 
 Writes ``benchmarks/results_further.json`` and the section between the
 ``further:begin``/``further:end`` markers of ``benchmarks/README.md``.
@@ -33,15 +33,12 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from simulator.arrays import CostSetting, dag_arrays  # noqa: E402
 from simulator.baselines import BASELINE_METHODS  # noqa: E402
@@ -52,11 +49,7 @@ from simulator.mc_portfolio_policy import MCPortfolioPolicy  # noqa: E402
 from simulator.nominal import nominal_budget, nominal_deadline  # noqa: E402
 from simulator.pool import load_pool, pool_from_objects  # noqa: E402
 from simulator.simulate import simulate_baseline  # noqa: E402
-
-try:  # the MCPP test DAGs (moved into the package by the layering work)
-    from simulator.testing import layered_dag  # noqa: E402
-except ImportError:  # pragma: no cover
-    from tests.mcpp_dags import layered_dag  # noqa: E402
+from simulator.testing import layered_dag  # noqa: E402
 
 MCPP = "mc_portfolio_rollout"
 OUT = ROOT / "benchmarks" / "results_further.json"
@@ -158,7 +151,7 @@ def table(rows: list[dict], workload: str) -> str:
     for m in methods:
         a, b = by[(m, "token")], by.get((m, "money"))
 
-        def two(key, f=fmt):
+        def two(key, f=fmt, a=a, b=b):
             return f"{f(a[key])} \\| {f(b[key])}" if b else f(a[key])
 
         name = f"**{m}**" if m in FURTHER_METHODS else m
@@ -238,7 +231,7 @@ def write_readme(rows: list[dict], meta: dict) -> None:
     body = "\n\n".join(
         [
             "## Further baselines (`bench_further.py`)",
-            "```bash\npython benchmarks/bench_further.py     # -> benchmarks/results_further.json and this section\n```",
+            "```bash\npython -m benchmarks.bench_further     # -> benchmarks/results_further.json and this section\n```",
             (
                 f"Written by the script ({'quick run, ' if meta['quick'] else ''}{meta['seconds'] / 60:.0f} minutes; "
                 f"{meta['machine']['cpus']}-core machine, load average {load:.1f} at the end, one numba thread). "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,29 @@ def run_further_episode(
     )
 
 
+@dataclass
+class FurtherTrials:
+    """Per-trial results of one further method on one DAG and budget (the fields of an episode batch)."""
+
+    method: str
+    budget: float
+    deadline: float  # simulated: inf for LOADER
+    trials: np.ndarray
+    reason: np.ndarray  # int codes into engine.REASONS
+    makespan: np.ndarray
+    total_cost: np.ndarray
+    completion_fraction: np.ndarray
+    total_rollouts: np.ndarray
+    planner_calls: np.ndarray
+    planner_wall_ms: np.ndarray
+    node_stats: np.ndarray  # int64 (T, n, 4): completed, started, finished, successes
+    node_cost: np.ndarray
+    diagnostics: list[dict]
+
+    def on_time(self, deadline: float) -> np.ndarray:
+        return (self.reason == 0) & (self.makespan <= deadline)
+
+
 def simulate_further(
     arr: DagArrays,
     method: str,
@@ -155,10 +179,8 @@ def simulate_further(
     dag: int,
     params: Mapping[str, Any] | None = None,
     planning_arr: DagArrays | None = None,
-):
-    """An :class:`~simulator.simulate.EpisodeBatch` of ``method`` (LOADER: ``deadline`` is ignored, D = inf)."""
-    from ..simulate import EpisodeBatch
-
+) -> FurtherTrials:
+    """Every trial of ``method`` (LOADER: ``deadline`` is ignored, D = inf)."""
     policy = FurtherPolicy(method, params, planning_arr)
     D = float(deadline) if policy.hard_deadline else math.inf
     res = [run_further_episode(arr, policy, budget, D, seed, dag, int(tr)) for tr in trials]
@@ -171,8 +193,8 @@ def simulate_further(
         node_i[q, :, 2] = r.node_finished
         node_i[q, :, 3] = r.node_success
         node_c[q] = r.node_cost
-    return EpisodeBatch(
-        method=method, dag=dag, budget=float(budget), deadline=D, trials=np.asarray(trials, dtype=np.int64),
+    return FurtherTrials(
+        method=method, budget=float(budget), deadline=D, trials=np.asarray(trials, dtype=np.int64),
         reason=np.array([REASONS.index(r.termination_reason) for r in res], dtype=np.int64),
         makespan=np.array([r.makespan for r in res]), total_cost=np.array([r.total_cost for r in res]),
         completion_fraction=np.array([r.completion_fraction for r in res]),
