@@ -101,7 +101,6 @@ def run_record(cfg: RunConfig, shards, rd: RunDir) -> dict:
         "pool": {"path": cfg.pool_path, "sha256": cfg.pool_sha256, "rows": cfg.pool_rows, "models": cfg.pool_models},
         "cells": [c.to_json() for c in cfg.grid.cells()],
         "method_labels": [m.to_json() for m in method_labels(cfg.methods, cfg.baseline_suite)],
-        "dropped_methods": cfg.dropped_methods,
         "nominal_summary": cfg.nominal_summary,
         "layout": {"dags_per_shard": cfg.dags_per_shard, "n_shards": len(shards)},
         "python": cfg.python,
@@ -174,11 +173,6 @@ def describe(cfg: RunConfig, record: dict, rd: RunDir, n_done: int) -> str:
     width = max(len(k) for k in cfg.env_resolved)
     for k, v in cfg.env_resolved.items():
         lines.append(f"  {k.ljust(width)} = {v}")
-    if cfg.dropped_methods:
-        lines.append(
-            f"  WARNING: {', '.join(cfg.dropped_methods)} is not installed (simulator.mc_portfolio_policy); "
-            "running the other methods only"
-        )
     if cfg.planning:
         lines.append(f"  planning statistics (robustness): {cfg.planning}")
     lines.append(cfg.grid.describe())

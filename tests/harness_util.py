@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "run_experiment.sh")
@@ -102,7 +101,6 @@ def merged_bytes(run_dir) -> dict[str, bytes]:
 
 
 def merged_records_no_timing(run_dir) -> dict[str, list[dict]]:
-    sys.path.insert(0, ROOT)
     from harness.merge import strip_timing
 
     return {c: [strip_timing(json.loads(line)) for line in b.splitlines()] for c, b in merged_bytes(run_dir).items()}
