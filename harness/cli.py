@@ -187,8 +187,10 @@ def act_auto(args) -> int:
 
 def act_slurm(args) -> int:
     from .slurm import submit
+    from .status import release_dead_claims
 
     rd = _prepare_or_load(args)
+    release_dead_claims(rd)  # e.g. tasks of an earlier, scancel-ed array: their shards run again
     submit(rd, os.environ)
     return 0
 

@@ -61,9 +61,6 @@ def submit(rd: RunDir, env: Mapping[str, str], out=print) -> str | None:
     """Submit the pending shards as a job array; returns the SLURM job id."""
     if shutil.which("sbatch") is None:
         raise ConfigError("sbatch not found: SLURM is not installed here (use `local` or `auto` instead)")
-    from .status import release_dead_claims
-
-    release_dead_claims(rd, out=out)  # e.g. tasks of an earlier, scancel-ed array: their shards run again
     pending = pending_shards(rd)
     if not pending:
         out("nothing to submit: every shard is done or failed (see `status`)")
