@@ -132,7 +132,6 @@ class RunConfig:
     planning: dict[str, Any]
     dags_per_shard: int
     python: str = field(default_factory=lambda: sys.executable or "python3")
-    dropped_methods: list[str] = field(default_factory=list)
     env_resolved: dict[str, str] = field(default_factory=dict)
     nominal_summary: dict[str, Any] = field(default_factory=dict)
 
@@ -173,15 +172,6 @@ def settings_fingerprint(settings: Mapping[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------
-
-
-def mcpp_available() -> bool:
-    """Whether the MCPP policy module is installed (it registers itself on import)."""
-    try:
-        from simulator import mc_portfolio_policy  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def resolve_mcpp(env: Mapping[str, str]) -> dict[str, Any]:
@@ -277,12 +267,6 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         raise ConfigError(f"LATENCY_DIST={latency_dist!r}: choose one of {', '.join(LATENCY_DISTS)}")
     n_trials = _int(env, "N_EXEC_TRIALS", 100, lo=1)
     seed = _int(env, "SEED", 42, lo=0)
-    dropped: list[str] = []
-    if MCPP in methods and not mcpp_available():
-        methods = [m for m in methods if m != MCPP]
-        dropped.append(MCPP)
-        if not methods:
-            raise ConfigError("METHOD_SET selects only MCPP, which is not installed (simulator.mc_portfolio_policy)")
     mcpp = resolve_mcpp(env) if MCPP in methods else {}
     planning = resolve_planning(env)
     money = cost_mode == "output_money_cost_mean"
@@ -325,7 +309,6 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         planning=planning,
         dags_per_shard=dags_per_shard,
         python=_env(env, "PYTHON") or sys.executable or "python3",
-        dropped_methods=dropped,
     )
     cfg.env_resolved = _resolved_table(env, cfg)
     if check_dags:

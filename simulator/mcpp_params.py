@@ -17,6 +17,9 @@ from typing import Any
 
 from .errors import ConfigError
 
+#: The method name of MCPP (defined here, the lowest MCPP module, so that the
+#: policy, the method registry, the CLIs and the harness share one spelling).
+MCPP = "mc_portfolio_rollout"
 CANDIDATE_GENERATORS = ("faithful", "corrected")
 EVALUATIONS = ("faithful", "crn", "halving", "crn_halving")
 
