@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.further", "engine"),
     ("simulator.further.*", "engine"),
     ("simulator.episode", "engine"),
+    ("simulator.reference", "engine"),
     ("simulator.testing", "engine"),
     ("simulator.mcpp_params", "planner"),
     ("simulator.mcpp_candidates", "planner"),

@@ -24,7 +24,7 @@ from simulator.episode import run_policy_episode
 from simulator.mc_portfolio_policy import MCPortfolioPolicy
 from simulator.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
-from tests.mcpp_dags import layered_dag
+from simulator.testing import layered_dag
 
 MODELS = ("ma", "mb", "mc")
 PRICES = {"ma": 0.8, "mb": 2.4, "mc": 0.5}
