@@ -153,7 +153,7 @@ def test_ratio_grid_on_dag_with_zero_success(tmp_path):
 def test_cli_prints_one_readable_line_and_exits_nonzero(tmp_path):
     proc = harness("prepare", _env(tmp_path, METHOD_SET="nope"), check=False)
     assert proc.returncode != 0
-    assert proc.stderr.startswith("error: unknown method(s) 'nope'")
+    assert proc.stderr.startswith("error: METHOD_SET (environment): unknown method(s) 'nope'")
     assert "Traceback" not in proc.stderr
 
 
