@@ -81,7 +81,7 @@ def child_tails(arr, min_lat: np.ndarray) -> np.ndarray:
     cannot let the DAG complete before ``e + child_tail[v, j]`` when the rest
     is run with model j (inf when a descendant lacks model j).
     """
-    from .pool import topological_order
+    from .graph import topological_order
 
     order = topological_order(arr.parent_ptr, arr.parent_idx, arr.child_ptr, arr.child_idx)
     tail = np.zeros((arr.n, arr.m))
