@@ -22,7 +22,7 @@ from simulator.io_utils import atomic_write_json, atomic_write_text
 
 from .config import REPO, RunConfig, resolve_config
 from .grid import format_value
-from .rundir import RunDir
+from .rundir import OUTPUTS, STATE, RunDir
 from .shards import layout_shards, verify_shard
 from .state import ShardState
 
@@ -119,7 +119,7 @@ def prepare(
     """Validate the configuration and (re)write the run's job list; see the module docstring."""
     cfg = resolve_config(env)
     rd = RunDir(cfg.run_dir)
-    shards = layout_shards(cfg, rd.outputs, rd.state)
+    shards = layout_shards(cfg, OUTPUTS, STATE)  # relative: job lines run in the run directory
     record = run_record(cfg, shards, rd)
     state = ShardState(rd.state) if os.path.exists(rd.state) else None
     if os.path.exists(rd.run_json):

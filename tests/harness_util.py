@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "run_experiment.sh")
@@ -57,6 +58,9 @@ def small_pool(tmp_path, n=4, name="pool.jsonl", models=None) -> str:
 def clean_env(**overrides) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in HARNESS_VARS and not k.startswith(("MC_PORTFOLIO_", "PLANNING_"))}
     env["PYTHONPATH"] = ROOT
+    # the interpreter running the tests runs the harness too (no activated venv needed)
+    env["PYTHON"] = sys.executable
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.update({k: str(v) for k, v in overrides.items()})
     return env
 
