@@ -733,3 +733,34 @@ def receding_targets(
         kappa, float(budget), targets,
     )  # fmt: skip
     return targets, int(mode)
+
+
+def trace_theta(
+    g,
+    alive: np.ndarray,
+    lat: np.ndarray,
+    p: np.ndarray,
+    kappa: np.ndarray,
+    budget: float,
+    h: float,
+    theta: float,
+    params: DeadlineParams = DeadlineParams(),
+) -> np.ndarray:
+    """Per-iteration (C, beta after the update, Phi_new, plan_delta) of the dual loop at one ``theta``."""
+    from .loader import alive_id_order
+
+    alive = np.ascontiguousarray(alive, dtype=np.bool_)
+    lat = np.ascontiguousarray(lat, dtype=np.float64)
+    csr = (g.parent_ptr, g.parent_idx, g.child_ptr, g.child_idx)
+    ids, n_alive = alive_id_order(alive, g.node_ids)
+    order, count = topo_order(*csr, alive)
+    alpha = reservation_alpha(g, alive, order, count, lat, h, params)
+    n = alive.shape[0]
+    tr = np.full((int(params.max_iters), 4), np.nan)
+    _, _, its, _ = solve_theta(
+        *csr, alive, ids, n_alive, order, count, float(theta), np.maximum(lat, 1e-9),
+        np.clip(1.0 - np.asarray(p, dtype=np.float64), 1e-12, 1.0 - 1e-12),
+        np.ascontiguousarray(kappa, dtype=np.float64), alpha, float(budget), int(params.max_iters),
+        float(params.dual_lr), float(params.tol), np.zeros(n), np.zeros(n), tr,
+    )  # fmt: skip
+    return tr[:its]
