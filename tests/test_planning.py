@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import chain_dag
 
-from simulator.arrays import CostSetting, dag_arrays
+from simulator.arrays import ROW_SUCC, CostSetting, dag_arrays
 from simulator.errors import ConfigError
 from simulator.planning import make_planning_arrays, noisy_arrays, validate_planning
 from simulator.pool import pool_from_objects
@@ -32,7 +32,7 @@ def test_noise_changes_statistics_deterministically():
         sl = slice(arr.row_ptr[v], arr.row_ptr[v + 1])
         assert np.allclose(ratio[sl], ratio[sl][0])
     # success flags follow the noisy probability; p is the rows' mean
-    assert np.allclose(a.p[:, 0], [a.rows[1, arr.row_ptr[v]:arr.row_ptr[v + 1]].mean() for v in range(arr.n)])
+    assert np.allclose(a.p[:, 0], [a.rows[ROW_SUCC, arr.row_ptr[v]:arr.row_ptr[v + 1]].mean() for v in range(arr.n)])
     c = noisy_arrays(arr, {**cfg, "noise_seed": 4}, 0)
     assert not np.array_equal(c.row_lat, a.row_lat)
     # parametric DAG: template scaled
