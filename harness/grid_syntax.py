@@ -10,6 +10,7 @@ import math
 import re
 
 from simulator.errors import ConfigError
+from simulator.validation import check_distinct, check_number, where
 
 
 def format_value(x: float) -> str:
@@ -21,40 +22,28 @@ def format_value(x: float) -> str:
     return repr(float(x))
 
 
-def _number(text: str, what: str, allow_inf: bool = False) -> float:
-    t = text.strip()
-    try:
-        x = float(t)
-    except ValueError:
-        raise ConfigError(f"{what}: {t!r} is not a number") from None
-    if math.isnan(x):
-        raise ConfigError(f"{what}: NaN is not allowed")
-    if math.isinf(x) and not (allow_inf and x > 0):
-        raise ConfigError(f"{what}: {t!r} must be finite")
-    if x <= 0:
-        raise ConfigError(f"{what}: {t!r} must be positive")
-    return x
+def _number(text: str, what: str, allow_inf: bool = False, source: str | None = None) -> float:
+    """A grid value: a number > 0 (``inf`` only where ``allow_inf``: a deadline)."""
+    return check_number(text.strip(), what, source, lo=0.0, lo_inclusive=False, allow_inf=allow_inf)
 
 
-def parse_value_list(text: str, what: str, allow_inf: bool = False) -> list[float]:
-    """``"0.3 0.5,1"`` -> [0.3, 0.5, 1.0]; spaces and commas both separate values."""
+def parse_value_list(text: str, what: str, allow_inf: bool = False, source: str | None = None) -> list[float]:
+    """``"0.3 0.5,1"`` -> [0.3, 0.5, 1.0]; spaces and commas both separate values; no value twice."""
     items = [s for s in re.split(r"[\s,]+", text.strip()) if s]
     if not items:
-        raise ConfigError(f"{what} is set but empty")
-    vals = [_number(s, what, allow_inf) for s in items]
-    dup = sorted({format_value(v) for v in vals if vals.count(v) > 1})
-    if dup:
-        raise ConfigError(f"{what}: value(s) {', '.join(dup)} given twice")
+        raise ConfigError(f"{where(what, source)}: set but empty")
+    vals = [_number(s, what, allow_inf, source) for s in items]
+    check_distinct([format_value(v) for v in vals], what, source)
     return vals
 
 
-def parse_map(text: str) -> list[tuple[float, list[float]]]:
+def parse_map(text: str, source: str | None = None) -> list[tuple[float, list[float]]]:
     """Parse ``B1:D1,D2;B2:D1|D3`` into [(B1, [D1, D2]), (B2, [D1, D3])].
 
     Budget groups are separated by ``;`` (or newlines); within a group the
     deadlines by ``,`` or ``|``. Deadlines may be ``inf`` (no deadline).
     """
-    what = "BUDGET_DEADLINE_VALUES_MAP"
+    what = where("BUDGET_DEADLINE_VALUES_MAP", source)
     groups = [g.strip() for g in re.split(r"[;\n]+", text) if g.strip()]
     if not groups:
         raise ConfigError(f"{what} is set but empty")
@@ -73,8 +62,7 @@ def parse_map(text: str) -> list[tuple[float, list[float]]]:
         if not ds_text:
             raise ConfigError(f"{what}: budget {b_text.strip()} has no deadlines after ':'")
         ds = [_number(d, f"{what} deadline in {g!r}", allow_inf=True) for d in ds_text]
-        if len(set(ds)) != len(ds):
-            raise ConfigError(f"{what}: group {g!r} lists a deadline twice")
+        check_distinct([format_value(d) for d in ds], f"{what} deadlines of group {g!r}")
         if any(b == prev for prev, _ in out):
             raise ConfigError(f"{what}: budget {format_value(b)} appears in two groups; merge them")
         out.append((b, ds))

@@ -170,14 +170,14 @@ class Values(Parser):
         self.expects = "numbers > 0" + (" or `inf`" if allow_inf else "") + ", space or comma separated"
 
     def __call__(self, text: str, name: str) -> list[float]:
-        return parse_value_list(text, name, allow_inf=self.allow_inf)
+        return parse_value_list(text, name, allow_inf=self.allow_inf, source=SOURCE)
 
 
 class GridMap(Parser):
     expects = "`B:D,D;B:D` (`|` also separates deadlines; `inf` allowed)"
 
     def __call__(self, text: str, name: str) -> list[tuple[float, list[float]]]:
-        return parse_map(text)
+        return parse_map(text, source=SOURCE)
 
 
 class Lazy(Parser):
