@@ -152,7 +152,7 @@ def child_tails(arr, min_lat: np.ndarray) -> np.ndarray:
     -------
     child_tail : float64 (n, m)
     """
-    from .pool import topological_order
+    from .graph import topological_order
 
     order = topological_order(arr.parent_ptr, arr.parent_idx, arr.child_ptr, arr.child_idx)
     tail = np.zeros((arr.n, arr.m))
