@@ -314,8 +314,34 @@ def _id(ctx: _Ctx, value: Any, what: str, node: Any) -> int:
     return value
 
 
-def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | None = None) -> DagStats:
-    """Validate one pool line (already JSON-decoded) and build its :class:`DagStats`."""
+# Parsing happens in stages, each a function with one job, so that a rule of
+# the format lives in one place and its message is written once:
+#
+# 1. ``_check_line``: the line is an object with a non-empty ``nodes`` list;
+# 2. ``_parse_graph``: node ids, parent/child lists, their consistency and
+#    acyclicity, as CSR arrays (``_node_ids``, ``_edge_lists``,
+#    ``_check_inverse``, ``_check_acyclic``);
+# 3. ``_parse_statistics``: each node's templates and rows per model
+#    (``_node_stats``) and the DAG's model list;
+# 4. ``_build_tables``: the (node, model) arrays of :class:`DagStats`.
+#
+# Checks run in this order, so a line with several problems reports the
+# first one met in it.
+
+
+@dataclass
+class _Graph:
+    """Validated structure of one DAG (node positions in pool-line order)."""
+
+    ids: list[int]
+    parent_ptr: np.ndarray
+    parent_idx: np.ndarray
+    child_ptr: np.ndarray
+    child_idx: np.ndarray
+
+
+def _check_line(obj: Any, path: str | None, line: int | None) -> tuple[_Ctx, list]:
+    """Stage 1: the line is an object with a non-empty ``nodes`` list (and a matching ``n_nodes``)."""
     if not isinstance(obj, dict):
         raise PoolError("a pool line must be a JSON object", path=path, line=line)
     ctx = _Ctx(path, line, obj.get("problem_id"))
@@ -326,7 +352,11 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
         raise ctx.error("'nodes' must be a non-empty list")
     if "n_nodes" in obj and obj["n_nodes"] != len(nodes):
         raise ctx.error(f"n_nodes={obj['n_nodes']!r} but the line has {len(nodes)} nodes")
+    return ctx, nodes
 
+
+def _node_ids(ctx: _Ctx, nodes: list) -> tuple[list[int], dict[int, int]]:
+    """Integer node ids in line order and their positions; each node is an object with its three keys."""
     ids: list[int] = []
     pos: dict[int, int] = {}
     for k, nd in enumerate(nodes):
@@ -340,8 +370,13 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
             raise ctx.error("duplicate node id", nid)
         pos[nid] = k
         ids.append(nid)
+    return ids, pos
 
-    n = len(nodes)
+
+def _edge_lists(
+    ctx: _Ctx, nodes: list, ids: list[int], pos: dict[int, int]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Parent and child lists as node positions: lists of known, distinct ids, no self-loop."""
     parents: list[list[int]] = []
     children: list[list[int]] = []
     for k, nd in enumerate(nodes):
@@ -361,7 +396,12 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
             if len(set(conv)) != len(conv):
                 raise ctx.error(f"duplicate entries in {key!r}", nid)
             acc.append(conv)
-    for k in range(n):
+    return parents, children
+
+
+def _check_inverse(ctx: _Ctx, ids: list[int], parents: list[list[int]], children: list[list[int]]) -> None:
+    """``children`` must be exactly the inverse of ``parents``."""
+    for k in range(len(ids)):
         for p in parents[k]:
             if k not in children[p]:
                 raise ctx.error(
@@ -375,69 +415,122 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
                     ids[k],
                 )
 
-    def csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(x) for x in lists])
-        idx = np.array([i for x in lists for i in x], dtype=np.int64)
-        return ptr, idx
 
-    pptr, pidx = csr(parents)
-    cptr, cidx = csr(children)
-    order = topological_order(pptr, pidx, cptr, cidx)
+def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Compressed rows (pointer, index) of per-node position lists."""
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(x) for x in lists])
+    idx = np.array([i for x in lists for i in x], dtype=np.int64)
+    return ptr, idx
+
+
+def _check_acyclic(ctx: _Ctx, graph: _Graph) -> None:
+    """Refuse a cycle, naming (up to ten of) the nodes on or behind it."""
+    n = len(graph.ids)
+    order = topological_order(graph.parent_ptr, graph.parent_idx, graph.child_ptr, graph.child_idx)
     if len(order) < n:
         on_cycle = sorted(set(range(n)) - set(order))
         raise ctx.error(
-            f"the graph has a cycle through nodes {[ids[v] for v in on_cycle][:10]}", ids[on_cycle[0]]
+            f"the graph has a cycle through nodes {[graph.ids[v] for v in on_cycle][:10]}",
+            graph.ids[on_cycle[0]],
         )
 
-    # Models: first-seen order over nodes (DAG-level model_ids first when given).
+
+def _parse_graph(ctx: _Ctx, nodes: list) -> _Graph:
+    """Stage 2: ids, edges, their consistency and acyclicity."""
+    ids, pos = _node_ids(ctx, nodes)
+    parents, children = _edge_lists(ctx, nodes, ids, pos)
+    _check_inverse(ctx, ids, parents, children)
+    pptr, pidx = _csr(parents)
+    cptr, cidx = _csr(children)
+    graph = _Graph(ids, pptr, pidx, cptr, cidx)
+    _check_acyclic(ctx, graph)
+    return graph
+
+
+# per model of a node: (template or None when unavailable, rows or pending rows or None)
+_NodeStats = dict[str, tuple[dict | None, Any]]
+
+
+def _node_stats(ctx: _Ctx, nd: dict, nid: int) -> _NodeStats:
+    """Templates and rows of one node per model (rows of multi-model nodes left pending)."""
+    stats: _NodeStats = {}
+    mt = nd.get("model_templates")
+    by_model = nd.get("empirical_samples_by_model") or {}
+    if not isinstance(by_model, dict):
+        raise ctx.error("'empirical_samples_by_model' must be an object", nid)
+    legacy = nd.get("legacy_template_model")
+    if mt:
+        if not isinstance(mt, dict):
+            raise ctx.error("'model_templates' must be an object", nid)
+        for m, tpl in mt.items():
+            m = str(m)
+            t = _parse_template(ctx, tpl, nid, m)
+            rows = by_model.get(m)
+            if rows is None and "empirical_samples" in nd and m == (legacy or DEFAULT_MODEL):
+                rows = nd["empirical_samples"]
+            # rows of an unavailable (imputed) model are ignored
+            r = _PendingRows(rows, nid, m) if (rows and t is not None) else None
+            stats[m] = (t, r)
+    else:
+        tpl = nd.get("template")
+        rows = nd.get("empirical_samples")
+        t = _parse_template(ctx, tpl, nid, DEFAULT_MODEL) if tpl is not None else None
+        r = None
+        if rows and tpl is None:  # statistics from the rows alone
+            r = _parse_rows(ctx, rows, nid, DEFAULT_MODEL)
+            t = _template_from_rows(r)
+        elif rows and t is not None:
+            r = _PendingRows(rows, nid, DEFAULT_MODEL)
+        if t is None:
+            raise ctx.error("no usable statistics for any model (no template, no rows)", nid)
+        stats[DEFAULT_MODEL] = (t, r)
+    if not any(t is not None for t, _ in stats.values()):
+        raise ctx.error("no usable statistics for any model (every model unavailable)", nid)
+    return stats
+
+
+def _parse_statistics(
+    ctx: _Ctx, obj: dict, nodes: list, ids: list[int]
+) -> tuple[tuple[str, ...], list[_NodeStats], list[str | None]]:
+    """Stage 3: per-node statistics, the DAG's model list and each node's legacy model name.
+
+    Models are in first-seen order over the nodes, after the DAG-level
+    ``model_ids`` when given.
+    """
     model_order: dict[str, None] = {}
     for m in obj.get("model_ids") or []:
         model_order.setdefault(str(m), None)
-    per_node: list[dict[str, tuple[dict | None, np.ndarray | None]]] = []
+    per_node: list[_NodeStats] = []
     legacy_names: list[str | None] = []
     for k, nd in enumerate(nodes):
-        nid = ids[k]
-        stats: dict[str, tuple[dict | None, np.ndarray | None]] = {}
-        mt = nd.get("model_templates")
-        by_model = nd.get("empirical_samples_by_model") or {}
-        if not isinstance(by_model, dict):
-            raise ctx.error("'empirical_samples_by_model' must be an object", nid)
-        legacy = nd.get("legacy_template_model")
-        if mt:
-            if not isinstance(mt, dict):
-                raise ctx.error("'model_templates' must be an object", nid)
-            for m, tpl in mt.items():
-                m = str(m)
-                t = _parse_template(ctx, tpl, nid, m)
-                rows = by_model.get(m)
-                if rows is None and "empirical_samples" in nd and m == (legacy or DEFAULT_MODEL):
-                    rows = nd["empirical_samples"]
-                # rows of an unavailable (imputed) model are ignored
-                r = _PendingRows(rows, nid, m) if (rows and t is not None) else None
-                stats[m] = (t, r)
-        else:
-            tpl = nd.get("template")
-            rows = nd.get("empirical_samples")
-            t = _parse_template(ctx, tpl, nid, DEFAULT_MODEL) if tpl is not None else None
-            r = None
-            if rows and tpl is None:  # statistics from the rows alone
-                r = _parse_rows(ctx, rows, nid, DEFAULT_MODEL)
-                t = _template_from_rows(r)
-            elif rows and t is not None:
-                r = _PendingRows(rows, nid, DEFAULT_MODEL)
-            if t is None:
-                raise ctx.error("no usable statistics for any model (no template, no rows)", nid)
-            stats[DEFAULT_MODEL] = (t, r)
-        if not any(t is not None for t, _ in stats.values()):
-            raise ctx.error("no usable statistics for any model (every model unavailable)", nid)
+        stats = _node_stats(ctx, nd, ids[k])
         for m in stats:
             model_order.setdefault(m, None)
         per_node.append(stats)
+        legacy = nd.get("legacy_template_model")
         legacy_names.append(str(legacy) if legacy is not None else None)
-
     _resolve_pending_rows(ctx, per_node)
-    model_ids = tuple(model_order)
+    return tuple(model_order), per_node, legacy_names
+
+
+def _legacy_choice(stats: _NodeStats, legacy_name: str | None, baseline_model: Any) -> str:
+    """The model the legacy template describes (used by the baselines), see docs/semantics.md."""
+    cand = [legacy_name, baseline_model, DEFAULT_MODEL]
+    choice = next((c for c in cand if c is not None and c in stats and stats[c][0] is not None), None)
+    if choice is None:
+        choice = next(m for m in stats if stats[m][0] is not None)
+    return choice
+
+
+def _build_tables(
+    model_ids: tuple[str, ...],
+    per_node: list[_NodeStats],
+    legacy_names: list[str | None],
+    baseline_model: Any,
+) -> dict[str, np.ndarray]:
+    """Stage 4: the (node, model) template tables, the rows in CSR order and the legacy positions."""
+    n = len(per_node)
     mi = {m: j for j, m in enumerate(model_ids)}
     m_count = len(model_ids)
     shape = (n, m_count)
@@ -447,7 +540,6 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
     row_blocks: list[np.ndarray] = []
     row_ptr = np.zeros(n * m_count + 1, dtype=np.int64)
     legacy_pos = np.zeros(n, dtype=np.int64)
-    baseline_model = obj.get("baseline_model")
     empty = np.empty((0, 4))
     for k in range(n):
         stats = per_node[k]
@@ -461,39 +553,53 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
             block = r if (r is not None and t is not None) else empty
             row_blocks.append(block)
             row_ptr[k * m_count + j + 1] = row_ptr[k * m_count + j] + len(block)
-        # the model the legacy template describes (used by the baselines)
-        cand = [legacy_names[k], baseline_model, DEFAULT_MODEL]
-        choice = next((c for c in cand if c is not None and c in stats and stats[c][0] is not None), None)
-        if choice is None:
-            choice = next(m for m in stats if stats[m][0] is not None)
-        legacy_pos[k] = mi[choice]
+        legacy_pos[k] = mi[_legacy_choice(stats, legacy_names[k], baseline_model)]
     rows_all = np.concatenate(row_blocks) if row_blocks else empty
-    meta_keys = ("dag_kind", "problem_id", "baseline_model", "overall_depth", "overall_turns")
+    return dict(
+        available=available,
+        token_cost_mean=token_cost_mean,
+        row_ptr=row_ptr,
+        rows_all=rows_all,
+        legacy_pos=legacy_pos,
+        **arrs,
+    )
+
+
+_META_KEYS = ("dag_kind", "problem_id", "baseline_model", "overall_depth", "overall_turns")
+
+
+def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | None = None) -> DagStats:
+    """Validate one pool line (already JSON-decoded) and build its :class:`DagStats`."""
+    ctx, nodes = _check_line(obj, path, line)
+    graph = _parse_graph(ctx, nodes)
+    model_ids, per_node, legacy_names = _parse_statistics(ctx, obj, nodes, graph.ids)
+    tab = _build_tables(model_ids, per_node, legacy_names, obj.get("baseline_model"))
+    rows_all = tab["rows_all"]
     return DagStats(
         index=index,
         line=line if line is not None else index + 1,
         problem_id=obj.get("problem_id"),
         dag_kind=str(obj.get("dag_kind", "unknown")),
-        node_ids=np.array(ids, dtype=np.int64),
-        parent_ptr=pptr,
-        parent_idx=pidx,
-        child_ptr=cptr,
-        child_idx=cidx,
+        node_ids=np.array(graph.ids, dtype=np.int64),
+        parent_ptr=graph.parent_ptr,
+        parent_idx=graph.parent_idx,
+        child_ptr=graph.child_ptr,
+        child_idx=graph.child_idx,
         model_ids=model_ids,
-        available=available,
-        success_prob=arrs["success_prob"],
-        lat_mean=arrs["lat_mean"],
-        lat_std=arrs["lat_std"],
-        cost_mean=arrs["cost_mean"],
-        token_cost_mean=token_cost_mean,
-        row_ptr=row_ptr,
+        available=tab["available"],
+        success_prob=tab["success_prob"],
+        lat_mean=tab["lat_mean"],
+        lat_std=tab["lat_std"],
+        cost_mean=tab["cost_mean"],
+        token_cost_mean=tab["token_cost_mean"],
+        row_ptr=tab["row_ptr"],
         row_latency=np.ascontiguousarray(rows_all[:, 0]),
         row_success=rows_all[:, 1] > 0.5,
         row_cost=np.ascontiguousarray(rows_all[:, 2]),
         row_token_cost=np.ascontiguousarray(rows_all[:, 3]),
-        legacy_model=legacy_pos,
+        legacy_model=tab["legacy_pos"],
         legacy_model_name=tuple(legacy_names),
-        meta={k: obj[k] for k in meta_keys if k in obj},
+        meta={k: obj[k] for k in _META_KEYS if k in obj},
     )
 
 
