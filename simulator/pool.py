@@ -22,10 +22,16 @@ import numpy as np
 
 from .errors import PoolError
 from .io_utils import atomic_write_jsonl
+from .validation import check_input_file
 
 DEFAULT_MODEL = "default"
 LATENCY_FLOOR = 1e-3
 COST_FLOOR = 1e-9
+#: Largest finite number a template or row may hold (latencies in s, costs in tokens
+#: or the pool's cost unit). Larger values are refused at load: they mean a unit
+#: error, and with them sums of draws (makespans, episode costs) could overflow.
+#: ``Infinity`` stays allowed where it marks an unavailable model.
+MAX_POOL_VALUE = 1e15
 INDEX_KEYS = ("dag_indices", "selected_dag_indices", "selected_indices", "indices")
 
 
@@ -182,6 +188,8 @@ def _number(ctx: _Ctx, value: Any, what: str, node: Any, allow_inf: bool = True)
         raise ctx.error(f"{what} is negative ({x})", node)
     if math.isinf(x) and not allow_inf:
         raise ctx.error(f"{what} is infinite", node)
+    if x > MAX_POOL_VALUE and not math.isinf(x):
+        raise ctx.error(f"{what} is {x:g}, above the largest value a pool may hold ({MAX_POOL_VALUE:g})", node)
     return x
 
 
@@ -203,11 +211,23 @@ def _parse_template(ctx: _Ctx, tpl: Any, node: Any, model: str) -> dict[str, flo
             out[key] = x
     if infinite:
         return None
+    if math.isinf(out.get("lat_std", 0.0)):
+        raise ctx.error(
+            f"lat_std of model {model!r} is infinite (Infinity marks an unavailable model only in "
+            "lat_mean, cost_mean or token_cost_mean)",
+            node,
+        )
     if "lat_mean" not in out:
         raise ctx.error(f"template of model {model!r} has no lat_mean", node)
+    if "cost_mean" not in out and "token_cost_mean" not in out:
+        raise ctx.error(
+            f"template of model {model!r} has neither cost_mean nor token_cost_mean "
+            "(a template must state what an attempt costs)",
+            node,
+        )
     out.setdefault("lat_std", 0.0)
     if "cost_mean" not in out:
-        out["cost_mean"] = out.get("token_cost_mean", out["lat_mean"])
+        out["cost_mean"] = out["token_cost_mean"]
     return out
 
 
@@ -232,7 +252,12 @@ def _parse_rows_fast(rows: list) -> np.ndarray | None:
     out = np.empty((len(rows), 4))
     for k, c in enumerate(cols):
         out[:, k] = c
-    if not np.isfinite(out).all() or (out < 0).any() or not np.isin(out[:, 1], (0.0, 1.0)).all():
+    if (
+        not np.isfinite(out).all()
+        or (out < 0).any()
+        or (out > MAX_POOL_VALUE).any()
+        or not np.isin(out[:, 1], (0.0, 1.0)).all()
+    ):
         return None
     np.maximum(out[:, 0], LATENCY_FLOOR, out=out[:, 0])
     np.maximum(out[:, 2:], COST_FLOOR, out=out[:, 2:])
@@ -635,6 +660,7 @@ def load_pool(path: str | os.PathLike, indices: Sequence[int] | None = None) -> 
     path = str(path)
     if not os.path.exists(path):
         raise PoolError("pool file not found", path=path)
+    check_input_file(path, "pool file")
     dags: list[DagStats] = []
     offsets: list[int] = []
     with open(path, "rb") as fh:
@@ -689,8 +715,17 @@ Pool.subset = _subset  # type: ignore[attr-defined]
 
 
 def load_index_file(path: str | os.PathLike, pool_size: int | None = None) -> list[int]:
-    """Read an index file (plain list or an object with one of ``INDEX_KEYS``)."""
+    """Read an index file (plain list or an object with one of ``INDEX_KEYS``).
+
+    The one index-file rule of every entry point (``validate``, ``prepare``,
+    the shards): a non-empty list of distinct integers, each a row of the pool
+    when ``pool_size`` is given. An empty or repeating list is refused here
+    rather than by each caller, so no command accepts what another refuses.
+    """
     path = str(path)
+    if not os.path.exists(path):
+        raise PoolError("index file not found", path=path)
+    check_input_file(path, "index file")
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -705,6 +740,13 @@ def load_index_file(path: str | os.PathLike, pool_size: int | None = None) -> li
         data = data[key]
     if not isinstance(data, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in data):
         raise PoolError("index file must hold a list of integers", path=path)
+    if not data:
+        raise PoolError("the index file selects no DAG", path=path)
+    seen: set[int] = set()
+    for i in data:
+        if i in seen:
+            raise PoolError(f"the index file lists DAG {i} twice", path=path)
+        seen.add(i)
     if pool_size is not None:
         for i in data:
             if not (0 <= i < pool_size):
