@@ -15,72 +15,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 
 import numpy as np
 
-from .arrays import LATENCY_DISTS, CostSetting, dag_arrays
-from .costs import COST_MODE_ALIASES, COST_MODES, load_price_table
+from .arrays import dag_arrays
+from .cli_args import (
+    add_budget_deadline_arguments,
+    add_pool_arguments,
+    cost_setting_from_args,
+    load_pool_and_dag,
+    resolve_budget_deadline,
+)
 from .errors import ConfigError, cli_entry
+from .mcpp_params import add_mcpp_arguments, mcpp_params_from_args
 from .methods import METHOD_ORDER, is_baseline
-from .nominal import nominal_budget, nominal_deadline
-from .pool import Pool, load_pool
+from .planner_cli import plan_main, predict_main
+from .pool import load_pool
 from .scoring import wilson_interval
-
-
-def add_pool_arguments(ap: argparse.ArgumentParser) -> None:
-    """--pool/--dag and the cost setting flags shared by every subcommand."""
-    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
-    ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
-    ap.add_argument("--cost-mode", default="token_cost_mean",
-                    help=f"one of {', '.join(COST_MODES)} (aliases {', '.join(COST_MODE_ALIASES)})")
-    ap.add_argument("--latency-dist", default="lognormal", choices=LATENCY_DISTS,
-                    help="parametric latency when a (node, model) has no rows")
-    ap.add_argument("--price-file", default=None,
-                    help="JSON {model_id: dollars per 1M output tokens} overriding the default prices")
-    ap.add_argument("--default-price-model", default=None,
-                    help="model id that prices the single-model id 'default' in money mode")
-    ap.add_argument("--seed", type=int, default=42, help="run seed (keyed randomness)")
-
-
-def add_budget_deadline_arguments(ap: argparse.ArgumentParser) -> None:
-    b = ap.add_mutually_exclusive_group(required=True)
-    b.add_argument("--budget", type=float, help="absolute budget (unit of the cost mode)")
-    b.add_argument("--budget-ratio", type=float, help="multiple of the nominal budget")
-    d = ap.add_mutually_exclusive_group(required=True)
-    d.add_argument("--deadline", type=float, help="absolute deadline in seconds ('inf' allowed)")
-    d.add_argument("--deadline-ratio", type=float, help="multiple of the nominal deadline")
-
-
-def cost_setting_from_args(args: argparse.Namespace) -> CostSetting:
-    return CostSetting(
-        cost_mode=args.cost_mode,
-        latency_dist=args.latency_dist,
-        prices=load_price_table(args.price_file),
-        default_price_model=args.default_price_model,
-    )
-
-
-def load_pool_and_dag(args: argparse.Namespace) -> tuple[Pool, int]:
-    pool = load_pool(args.pool)
-    if not (0 <= args.dag < len(pool)):
-        raise ConfigError(f"{args.pool}: --dag {args.dag} does not exist (the pool has {len(pool)} DAGs)")
-    return pool, args.dag
-
-
-def resolve_budget_deadline(args, arr, where: str) -> tuple[float, float]:
-    """Absolute (budget, deadline) from absolute or ratio flags."""
-    budget = args.budget if args.budget is not None else args.budget_ratio * nominal_budget(arr, where)
-    deadline = (
-        args.deadline if args.deadline is not None else args.deadline_ratio * nominal_deadline(arr, where)
-    )
-    if not (budget >= 0) or math.isnan(budget):
-        raise ConfigError(f"budget must be a non-negative number, got {budget}")
-    if not (deadline > 0):
-        raise ConfigError(f"deadline must be positive, got {deadline}")
-    return float(budget), float(deadline)
 
 
 def cmd_validate(argv: Sequence[str]) -> int:
@@ -125,9 +78,7 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     ap.add_argument("--method", default="sequential", help=f"one of {', '.join(METHOD_ORDER)}")
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    mcpp_args = _mcpp_argument_helpers()
-    if mcpp_args:
-        mcpp_args[0](ap)
+    add_mcpp_arguments(ap)
     args = ap.parse_args(argv)
     if args.method not in METHOD_ORDER:
         raise ConfigError(f"unknown method {args.method!r}; choose one of: {', '.join(METHOD_ORDER)}")
@@ -144,7 +95,7 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     if is_baseline(args.method):
         batch = simulate_baseline(arr, args.method, budget, range(args.trials), args.seed, dag_key, parallel=True)
     else:
-        params = mcpp_args[1](args) if mcpp_args else {}
+        params = mcpp_params_from_args(args)
         from tqdm import tqdm
 
         with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
@@ -184,30 +135,12 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     return 0
 
 
-def _mcpp_argument_helpers():
-    """(add_arguments, params_from_args) of MCPP when its module is present."""
-    try:
-        from . import mc_portfolio_policy as mp
-    except ImportError:
-        return None
-    add = getattr(mp, "add_mcpp_arguments", None)
-    get = getattr(mp, "mcpp_params_from_args", None)
-    return (add, get) if add and get else None
-
-
-COMMANDS = {"validate": cmd_validate, "simulate": cmd_simulate}
+COMMANDS = {"validate": cmd_validate, "simulate": cmd_simulate, "plan": plan_main, "predict": predict_main}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = dict(COMMANDS)
-    try:
-        from .planner_cli import plan_main, predict_main
-
-        commands["plan"] = plan_main
-        commands["predict"] = predict_main
-    except ImportError:
-        pass
+    commands = COMMANDS
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m simulator {" + ",".join(commands) + "} [options]\n")
         print(__doc__)

@@ -5,8 +5,9 @@ estimates for every (candidate, portfolio member Seq-(m, k)) pair the
 probability of completing the rest of the DAG within the remaining budget and
 time by M compiled simulations (:mod:`simulator.mcpp_kernel`), and executes
 the candidate of the best pair (first strict maximum; all-zero -> the first
-base action). Importing this module registers the policy with
-:func:`simulator.methods.register_policy`.
+base action). The method registry (:mod:`simulator.methods`) makes it
+available by name through :func:`make_mcpp_policy`; this module does not
+import the registry (it sits one layer below it).
 
 The planner state is the :class:`~simulator.episode.DecisionView`: in-flight
 attempts keep their exact remaining times; their successes are redrawn as
@@ -32,13 +33,13 @@ from .errors import ConfigError
 from .mcpp_candidates import actions_to_arrays, candidates_key, generate_candidates
 from .mcpp_kernel import attempt_bounds, child_tails, run_pairs, run_pairs_serial
 from .mcpp_params import (
+    MCPP,
     MCPPParams,
     add_mcpp_arguments,
     mcpp_params_from_args,
     mcpp_params_from_env,
     resolve_params,
 )
-from .methods import MCPP, register_policy
 from .rng import STREAM_PLANNER, make_key
 
 __all__ = [
@@ -104,7 +105,7 @@ class _EpisodeTables:
 
 
 class MCPortfolioPolicy:
-    """The MCPP planner (``policies.md``, faithful by default).
+    """The MCPP planner (``docs/policies.md``, faithful by default).
 
     ``params`` holds any :class:`~simulator.mcpp_params.MCPPParams` key
     (keyword arguments override it) plus runtime-only keys: ``dag_model_ids``
@@ -367,8 +368,6 @@ class FirstActionThenMember(SeqMemberPolicy):
         return super().act(view)
 
 
-def _factory(params: Mapping[str, Any], planning_arr: DagArrays | None) -> MCPortfolioPolicy:
+def make_mcpp_policy(params: Mapping[str, Any], planning_arr: DagArrays | None) -> MCPortfolioPolicy:
+    """The registry's factory for MCPP: ``params`` as for :class:`MCPortfolioPolicy`."""
     return MCPortfolioPolicy(params, planning_arr)
-
-
-register_policy(MCPP, _factory)

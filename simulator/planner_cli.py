@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .arrays import dag_arrays
-from .cli import (
+from .cli_args import (
     add_budget_deadline_arguments,
     add_pool_arguments,
     cost_setting_from_args,
@@ -30,8 +30,7 @@ from .cli import (
 )
 from .errors import ConfigError
 from .io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
-from .mcpp_params import add_mcpp_arguments, mcpp_params_from_args, resolve_params
-from .methods import MCPP
+from .mcpp_params import MCPP, add_mcpp_arguments, mcpp_params_from_args, resolve_params
 from .nominal import nominal_budget, nominal_deadline
 from .planner_api import plan
 from .scoring import wilson_interval

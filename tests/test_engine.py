@@ -101,7 +101,7 @@ def test_static_caps_refuse_what_they_must():
     both = started == 2
     assert (batch.node_cost[both] <= 8.0).all() and both.any() and two_fives.any()
     # never succeeds and is dispatched once: stalled if a mean-cost attempt (4) still fits a cap,
-    # else budget_exhausted (simulator.md, no-progress rule)
+    # else budget_exhausted (docs/simulator.md, no-progress rule)
     room = (8.0 - batch.node_cost).max(axis=1)
     assert (batch.reason == np.where(room >= 4.0, 3, 1)).all()
 
