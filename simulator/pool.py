@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from .errors import PoolError
+from .graph import csr, longest_path_depths, topological_order
 from .io_utils import atomic_write_jsonl
+from .stats import template_from_columns
 from .validation import check_input_file
 
 DEFAULT_MODEL = "default"
@@ -85,27 +87,7 @@ class DagStats:
     def depth(self) -> int:
         """Number of nodes on the longest path (1 for a single node)."""
         order = topological_order(self.parent_ptr, self.parent_idx, self.child_ptr, self.child_idx)
-        level = np.ones(self.n_nodes, dtype=np.int64)
-        for v in order:
-            for p in self.parent_idx[self.parent_ptr[v] : self.parent_ptr[v + 1]]:
-                level[v] = max(level[v], level[p] + 1)
-        return int(level.max()) if self.n_nodes else 0
-
-
-def topological_order(parent_ptr, parent_idx, child_ptr, child_idx) -> list[int]:
-    """Kahn's order; shorter than n when there is a cycle."""
-    n = len(parent_ptr) - 1
-    indeg = np.diff(parent_ptr).astype(np.int64)
-    stack = [v for v in range(n) if indeg[v] == 0]
-    order: list[int] = []
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        for c in child_idx[child_ptr[v] : child_ptr[v + 1]]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                stack.append(int(c))
-    return order
+        return max(longest_path_depths(order, self.parent_ptr, self.parent_idx), default=-1) + 1
 
 
 class Pool:
@@ -322,13 +304,8 @@ def _resolve_pending_rows(ctx: _Ctx, per_node: list[dict]) -> None:
 
 
 def _template_from_rows(rows: np.ndarray) -> dict[str, float]:
-    return {
-        "success_prob": float(rows[:, 1].mean()),
-        "lat_mean": float(rows[:, 0].mean()),
-        "lat_std": float(rows[:, 0].std()),
-        "cost_mean": float(rows[:, 2].mean()),
-        "token_cost_mean": float(rows[:, 3].mean()),
-    }
+    """Template of a parsed row table (columns latency, success, cost, token_cost): one rule, simulator.stats."""
+    return template_from_columns(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3])
 
 
 def _id(ctx: _Ctx, value: Any, what: str, node: Any) -> int:
@@ -345,7 +322,7 @@ def _id(ctx: _Ctx, value: Any, what: str, node: Any) -> int:
 # 1. ``_check_line``: the line is an object with a non-empty ``nodes`` list;
 # 2. ``_parse_graph``: node ids, parent/child lists, their consistency and
 #    acyclicity, as CSR arrays (``_node_ids``, ``_edge_lists``,
-#    ``_check_inverse``, ``_check_acyclic``);
+#    ``_check_inverse``, ``_check_acyclic``; CSR and order from simulator.graph);
 # 3. ``_parse_statistics``: each node's templates and rows per model
 #    (``_node_stats``) and the DAG's model list;
 # 4. ``_build_tables``: the (node, model) arrays of :class:`DagStats`.
@@ -441,14 +418,6 @@ def _check_inverse(ctx: _Ctx, ids: list[int], parents: list[list[int]], children
                 )
 
 
-def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Compressed rows (pointer, index) of per-node position lists."""
-    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(x) for x in lists])
-    idx = np.array([i for x in lists for i in x], dtype=np.int64)
-    return ptr, idx
-
-
 def _check_acyclic(ctx: _Ctx, graph: _Graph) -> None:
     """Refuse a cycle, naming (up to ten of) the nodes on or behind it."""
     n = len(graph.ids)
@@ -466,8 +435,8 @@ def _parse_graph(ctx: _Ctx, nodes: list) -> _Graph:
     ids, pos = _node_ids(ctx, nodes)
     parents, children = _edge_lists(ctx, nodes, ids, pos)
     _check_inverse(ctx, ids, parents, children)
-    pptr, pidx = _csr(parents)
-    cptr, cidx = _csr(children)
+    pptr, pidx = csr(parents)
+    cptr, cidx = csr(children)
     graph = _Graph(ids, pptr, pidx, cptr, cidx)
     _check_acyclic(ctx, graph)
     return graph
