@@ -10,7 +10,6 @@ repr (see ``sandbox_runner.py`` for the exact rule).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass
 
 from codeflow.dataset import Problem
@@ -108,8 +107,3 @@ def verify_code(problem: Problem, name: str, code: str | None,
         test_statuses=statuses,
         isolation=run.isolation,
     )
-
-
-def status_counts(verdicts: list[Verdict]) -> dict[str, int]:
-    """How often each failure reason occurred (for summaries)."""
-    return dict(Counter(v.failure_reason or "pass" for v in verdicts))

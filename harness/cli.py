@@ -15,9 +15,8 @@ import sys
 
 from simulator.errors import ConfigError, UserError
 
+from . import variables
 from .cli_util import run_cli
-from .config import DEFAULT_RESULTS_ROOT, ENV_VARS, MC_DEFAULT_TEXT
-from .rundir import RunDir
 
 USAGE = """\
 usage: bash run_experiment.sh ACTION [options]
@@ -34,90 +33,77 @@ actions:
   slurm            prepare, then submit the pending shards as a SLURM job array (sbatch --array)
   status           per shard: pending / running (heartbeat age, progress) / done / failed; totals,
                    ETA, SLURM task states (-v: list every shard)
-  resume           release claims whose heartbeat is older than STALE_SECONDS
-                   (--retry-failed: also make failed shards pending again)
+  resume           release stale claims: owner process / SLURM task gone, or heartbeat older than
+                   STALE_SECONDS (--retry-failed: also make failed shards pending again)
   merge            combine per-DAG outputs per cell; coverage check (exit 1 naming what is missing)
   analyze          tables (CSV + Parquet), plots (PNG) and report.md from merged/
   report           print the Markdown report (analyze first if needed)
   help             this text and the settings
 
-settings (environment variables, read by prepare):
+settings (environment variables; each action checks the ones it reads before it starts, and refuses
+unknown names under the harness prefixes, e.g. a misspelt MC_PORTFOLIO_*):
 """
 
 
-def env_help() -> str:
-    width = max(len(n) for n, _, _ in ENV_VARS)
-    lines = [f"  {n.ljust(width)}  {m}" + (f" [default: {d}]" if d else "") for n, d, m in ENV_VARS]
-    lines.append(f"  {'MC_PORTFOLIO_*'.ljust(width)}  MCPP parameters ({MC_DEFAULT_TEXT})")
-    lines.append(f"  {'BASELINE_SUITE'.ljust(width)}  (see above) e.g. 'all': baselines re-run once per pool model")
-    lines.append(f"  {'SLURM_*'.ljust(width)}  SLURM_MODE (shard|worker), SLURM_CPUS_PER_TASK, SLURM_MEM, SLURM_TIME,")
-    lines.append(f"  {''.ljust(width)}  SLURM_PARTITION, SLURM_ACCOUNT, SLURM_MAX_PARALLEL, SLURM_EXTRA_ARGS")
-    lines.append(f"  {'RUN_DIR'.ljust(width)}  explicit run directory for non-prepare actions")
-    return "\n".join(lines)
+INSTALL = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
 
 
-def run_dir_from_env(env=None) -> RunDir:
+def install_hint(missing: str) -> str:
+    """What to do when a required package is missing (instead of a ModuleNotFoundError traceback)."""
+    return (
+        f"the Python packages of requirements.txt are not installed for {sys.executable} (no module {missing!r}); "
+        f"install them from the repository root with `{INSTALL}`, then activate the venv (`. .venv/bin/activate`) "
+        "or run with PYTHON=.venv/bin/python"
+    )
+
+
+def missing_requirement() -> str | None:
+    """The first compiled-stack package that cannot be imported here (cheap: no import), or None."""
+    import importlib.util
+
+    for name in ("numpy", "numba", "pandas", "pyarrow", "matplotlib", "tqdm"):
+        if importlib.util.find_spec(name) is None:
+            return name
+    return None
+
+
+def run_dir_from_env(env=None, settings=None):
+    """``RUN_DIR``, else ``$RESULTS_ROOT/$RUN_NAME`` (from the variables table)."""
+    from .rundir import RunDir
+
     env = os.environ if env is None else env
-    if (env.get("RUN_DIR") or "").strip():
-        return RunDir(env["RUN_DIR"].strip())
-    root = os.path.abspath((env.get("RESULTS_ROOT") or "").strip() or DEFAULT_RESULTS_ROOT)
-    return RunDir(os.path.join(root, (env.get("RUN_NAME") or "").strip() or "example"))
+    v = settings if settings is not None else {n: variables.read(env, n) for n in ("RUN_DIR", "RESULTS_ROOT", "RUN_NAME")}
+    if v["RUN_DIR"]:
+        return RunDir(v["RUN_DIR"])
+    return RunDir(os.path.join(v["RESULTS_ROOT"], v["RUN_NAME"]))
 
 
-def _float_env(name: str, default: float) -> float:
-    text = (os.environ.get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r} must be a number") from None
-
-
-def worker_options():
+def worker_options(v):
     from .worker import WorkerOptions
 
-    max_f = int(_float_env("MAX_SHARD_FAILURES", 3))
-    if max_f < 1:
-        raise ConfigError("MAX_SHARD_FAILURES must be >= 1")
-    return WorkerOptions(max_failures=max_f, heartbeat_seconds=_float_env("HEARTBEAT_SECONDS", 10.0))
+    return WorkerOptions(max_failures=v["MAX_SHARD_FAILURES"], heartbeat_seconds=v["HEARTBEAT_SECONDS"])
 
 
-def n_workers() -> int:
-    from .config import cpu_count
-
-    text = (os.environ.get("N_WORKERS") or "").strip()
-    if not text or text == "all":
-        return cpu_count()
-    try:
-        n = int(text)
-    except ValueError:
-        raise ConfigError(f"N_WORKERS={text!r} must be an integer") from None
-    if n < 1:
-        raise ConfigError("N_WORKERS must be >= 1")
-    return n
-
-
-def _prepare_or_load(args) -> RunDir:
+def _prepare_or_load(args, v):
     from .prepare import prepare
 
     if getattr(args, "no_prepare", False):
-        rd = run_dir_from_env()
-        rd.run  # noqa: B018  (raises a readable error when not prepared)
+        rd = run_dir_from_env(settings=v)
+        rd.require_prepared()
         return rd
     return prepare(force=getattr(args, "force", False))
 
 
-def act_local(args) -> int:
+def act_local(args, v) -> int:
     from .status import release_dead_claims, render_status, unfinished_message
     from .worker import run_local
 
-    rd = _prepare_or_load(args)
-    n = n_workers()
+    rd = _prepare_or_load(args, v)
+    n = v["N_WORKERS"] or variables.cores()
     release_dead_claims(rd)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
-    run_local(rd, n, worker_options(), progress=not args.no_progress)
-    stale = _float_env("STALE_SECONDS", 120.0)
+    run_local(rd, n, worker_options(v), progress=not args.no_progress)
+    stale = v["STALE_SECONDS"]
     from .state import ShardState
 
     st = ShardState(rd.state)
@@ -136,14 +122,14 @@ def act_local(args) -> int:
     return 0
 
 
-def act_shard(args) -> int:
+def act_shard(args, v) -> int:
     from .worker import ShardRunner
 
-    rd = run_dir_from_env()
+    rd = run_dir_from_env(settings=v)
     if args.n is None:
         raise ConfigError("usage: run_experiment.sh shard N  (N = 0-based line of jobs_list.txt)")
     rd.shard(args.n)
-    runner = ShardRunner(rd, worker_options())
+    runner = ShardRunner(rd, worker_options(v))
     outcome = runner.run(args.n, foreground=True)
     msg = {
         "done": "done (outputs verified)",
@@ -154,25 +140,25 @@ def act_shard(args) -> int:
     return 0 if outcome in ("done", "skip") else 1
 
 
-def act_task(args) -> int:
+def act_task(args, v) -> int:
     """One SLURM array task: run shard N under a claim (exit 0 if already done / claimed)."""
     from .worker import ShardRunner
 
-    rd = run_dir_from_env()
-    runner = ShardRunner(rd, worker_options())
+    rd = run_dir_from_env(settings=v)
+    runner = ShardRunner(rd, worker_options(v))
     outcome = runner.run(args.n)
     print(f"task shard {args.n}: {outcome}")
     return 0 if outcome in ("done", "skip", "busy") else 1
 
 
-def act_auto(args) -> int:
+def act_auto(args, v) -> int:
     import signal
 
     from .status import release_dead_claims
     from .worker import ShardRunner, auto_loop
 
-    rd = run_dir_from_env()
-    runner = ShardRunner(rd, worker_options())
+    rd = run_dir_from_env(settings=v)
+    runner = ShardRunner(rd, worker_options(v))
     release_dead_claims(rd)
 
     def on_term(signum, frame):  # pragma: no cover - signal path
@@ -185,61 +171,65 @@ def act_auto(args) -> int:
     return 1 if counts.get("failed") else 0
 
 
-def act_slurm(args) -> int:
+def act_slurm(args, v) -> int:
     from .slurm import submit
     from .status import release_dead_claims
 
-    rd = _prepare_or_load(args)
+    rd = _prepare_or_load(args, v)
     release_dead_claims(rd)  # e.g. tasks of an earlier, scancel-ed array: their shards run again
-    submit(rd, os.environ)
+    submit(rd, v)
     return 0
 
 
-def act_status(args) -> int:
+def act_status(args, v) -> int:
     from .slurm import status_lines
     from .status import render_status
 
-    rd = run_dir_from_env()
-    rd.run  # noqa: B018  (readable error when the run is not prepared)
-    print(render_status(rd, _float_env("STALE_SECONDS", 120.0), args.verbose, status_lines(rd)))
+    rd = run_dir_from_env(settings=v)
+    rd.require_prepared()
+    print(render_status(rd, v["STALE_SECONDS"], args.verbose, status_lines(rd)))
     return 0
 
 
-def act_resume(args) -> int:
+def act_resume(args, v) -> int:
+    from simulator.validation import check_number
+
     from .status import resume
 
-    rd = run_dir_from_env()
-    rd.run  # noqa: B018
-    stale = args.stale_seconds if args.stale_seconds is not None else _float_env("STALE_SECONDS", 120.0)
+    rd = run_dir_from_env(settings=v)
+    rd.require_prepared()
+    stale = v["STALE_SECONDS"]
+    if args.stale_seconds is not None:
+        stale = check_number(args.stale_seconds, "--stale-seconds", "flag", lo=0.0)
     resume(rd, stale, args.retry_failed)
     return 0
 
 
-def act_merge(args) -> int:
+def act_merge(args, v) -> int:
     from .merge import IncompleteRun, merge
 
     try:
-        merge(run_dir_from_env())
+        merge(run_dir_from_env(settings=v))
     except IncompleteRun as exc:
         print(str(exc), file=sys.stderr)
         return 1
     return 0
 
 
-def act_analyze(args) -> int:
+def act_analyze(args, v) -> int:
     from .analyze import analyze_run
 
-    rd = run_dir_from_env()
+    rd = run_dir_from_env(settings=v)
     res = analyze_run(rd.merged, rd.analysis)
     print(res.main_table_text)
     print(f"\ntables, plots and report in {rd.analysis}")
     return 0
 
 
-def act_report(args) -> int:
+def act_report(args, v) -> int:
     from .analyze import analyze_run
 
-    rd = run_dir_from_env()
+    rd = run_dir_from_env(settings=v)
     path = os.path.join(rd.analysis, "report.md")
     if not os.path.exists(path):
         analyze_run(rd.merged, rd.analysis)
@@ -248,7 +238,7 @@ def act_report(args) -> int:
     return 0
 
 
-def act_prepare(args) -> int:
+def act_prepare(args, v) -> int:
     from .prepare import prepare
 
     prepare(force=args.force)
@@ -271,14 +261,22 @@ ACTIONS = {
 }
 
 
+def _help() -> str:
+    text = USAGE + variables.help_text()
+    missing = missing_requirement()
+    if missing:
+        text += "\n\nnote: " + install_hint(missing)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("help", "-h", "--help"):
-        print(USAGE + env_help())
+        print(_help())
         return 0
     action = argv[0]
     if action not in ACTIONS:
-        print(f"error: unknown action {action!r}\n\n" + USAGE + env_help(), file=sys.stderr)
+        print(f"error: unknown action {action!r}\n\n" + _help(), file=sys.stderr)
         return 2
     ap = argparse.ArgumentParser(prog=f"run_experiment.sh {action}", add_help=True)
     if action in ("shard", "task"):
@@ -287,13 +285,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-prepare", action="store_true", help="local/slurm: use the prepared run as is")
     ap.add_argument("--no-progress", action="store_true", help="local: no progress bars")
     ap.add_argument("--retry-failed", action="store_true", help="resume: make failed shards pending again")
-    ap.add_argument("--stale-seconds", type=float, default=None, help="resume: heartbeat age threshold")
+    ap.add_argument("--stale-seconds", default=None, help="resume: heartbeat age threshold (s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="status: list every shard")
     args = ap.parse_args(argv[1:])
-    return run_cli(lambda: ACTIONS[action](args))
+    missing = missing_requirement()
+    if missing:
+        print(f"error: {install_hint(missing)}", file=sys.stderr)
+        return 2
+    which = ACTIONS[action]
+    key = ("local" if which is act_local else action) + (" --no-prepare" if args.no_prepare else "")
+    key = key if key in variables.ACTION_GROUPS else key.replace(" --no-prepare", "")
+
+    def run() -> int:
+        v = variables.check_environment(os.environ, key)  # every setting of the action, before any work
+        return which(args, v)
+
+    return run_cli(run)
 
 
-__all__ = ["main", "UserError"]
+__all__ = ["main", "UserError", "ConfigError"]
 
 
 if __name__ == "__main__":  # pragma: no cover

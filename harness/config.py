@@ -19,93 +19,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.arrays import LATENCY_DISTS, CostSetting, dag_arrays
-from simulator.costs import COST_MODES, load_price_table, normalize_cost_mode
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.costs import load_price_table
 from simulator.errors import ConfigError
-from simulator.methods import MCPP, resolve_methods
+from simulator.methods import MCPP
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import Pool, load_index_file, load_pool
 
+from . import variables
 from .grid import Grid, resolve_grid
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_POOL = os.path.join(REPO, "examples", "example_pool.jsonl")
-DEFAULT_RESULTS_ROOT = os.path.join(REPO, "results", "runs")
-HARNESS_MCPP_DEFAULTS = {"max_candidate_actions": 2048}  # docs/harness.md: the shell harness sets 2048
-
-#: (variable, default shown by prepare, meaning). Result-changing ones go into run.json.
-ENV_VARS: list[tuple[str, str, str]] = [
-    ("DAG_POOL_PATH", "examples/example_pool.jsonl", "input pool (JSONL)"),
-    ("RUN_NAME", "example", "run directory name"),
-    ("RESULTS_ROOT", "results/runs", "directory holding the run directories"),
-    ("N_DAGS", "all", "how many DAGs (from the index file, else rows 0..N-1)"),
-    ("USE_DAG_INDICES_FILE", "", "index file of the DAGs to use"),
-    ("N_EXEC_TRIALS", "100", "trials per (DAG, cell, method)"),
-    ("BUDGET_DEADLINE_VALUES_MAP", "", "absolute grid B1:D1,D2;B2:D1,D3"),
-    ("BUDGET_VALUES", "", "absolute budget axis"),
-    ("DEADLINE_VALUES", "", "absolute deadline axis (s; inf allowed)"),
-    ("BUDGET_RATIOS", "0.3 0.5 1.0 2.0 5.0 10.0", "budget axis, x nominal budget"),
-    ("DEADLINE_RATIOS", "1.0", "deadline axis, x nominal deadline"),
-    ("BUDGET_COST_MODE", "token_cost_mean", "cost mode (token, money, cost, latency)"),
-    ("LATENCY_DIST", "lognormal", "parametric latency distribution"),
-    ("PRICE_FILE", "", "JSON {model: $ per 1M output tokens} over the default prices"),
-    ("DEFAULT_PRICE_MODEL", "", "model pricing the id 'default' when a node names none"),
-    ("METHOD_SET", "all", "all, seq, static, mcpp, baselines or a comma list"),
-    ("BASELINE_SUITE", "", "models to re-run the baselines with (comma list or 'all')"),
-    ("SEED", "42", "run seed"),
-    ("PLANNING_POOL_PATH", "", "planning pool aligned row by row (robustness)"),
-    ("PLANNING_NOISE_LATENCY_SIGMA", "0", "planner latency noise (log-normal sigma)"),
-    ("PLANNING_NOISE_COST_SIGMA", "0", "planner cost noise (log-normal sigma)"),
-    ("PLANNING_NOISE_LOGIT_SIGMA", "0", "planner success noise (logit sigma)"),
-    ("PLANNING_NOISE_SEED", "0", "planner noise seed"),
-    ("DAGS_PER_SHARD", "auto", "DAGs per shard (auto: n_dags / (8 x cores) with MCPP, max 10; else / (4 x cores))"),
-    ("N_WORKERS", "all cores", "processes of `local`"),
-    ("MAX_SHARD_FAILURES", "3", "tries before a shard is marked failed"),
-    ("HEARTBEAT_SECONDS", "10", "heartbeat period of a running shard"),
-    ("STALE_SECONDS", "120", "heartbeat age after which `resume` releases a claim"),
-]
-MC_DEFAULT_TEXT = "docs/policies.md defaults; MC_PORTFOLIO_MAX_CANDIDATE_ACTIONS=2048"
-
-
-def _env(env: Mapping[str, str], name: str) -> str:
-    return (env.get(name) or "").strip()
-
-
-def _int(env: Mapping[str, str], name: str, default: int, lo: int = 0) -> int:
-    text = _env(env, name)
-    if not text:
-        return default
-    try:
-        x = int(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r} must be an integer") from None
-    if x < lo:
-        raise ConfigError(f"{name}={x} must be >= {lo}")
-    return x
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    text = _env(env, name)
-    if not text:
-        return default
-    try:
-        x = float(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r} must be a number") from None
-    if not math.isfinite(x) or x < 0:
-        raise ConfigError(f"{name}={text!r} must be a non-negative number")
-    return x
-
-
-def _abspath(path: str) -> str:
-    return os.path.abspath(os.path.expanduser(path))
+HARNESS_MCPP_DEFAULTS = variables.HARNESS_MCPP_DEFAULTS
+REPO = variables.REPO
+DEFAULT_POOL = variables.DEFAULT_POOL
+DEFAULT_RESULTS_ROOT = variables.DEFAULT_RESULTS_ROOT
 
 
 def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
+    return variables.cores()
 
 
 @dataclass
@@ -179,27 +110,29 @@ def resolve_mcpp(env: Mapping[str, str]) -> dict[str, Any]:
     from simulator.mcpp_params import mcpp_params_from_env, resolve_params
 
     raw = {**HARNESS_MCPP_DEFAULTS, **mcpp_params_from_env(env)}
-    return resolve_params(raw).record()
+    try:
+        return resolve_params(raw).record()
+    except ConfigError as exc:
+        raise ConfigError(f"MC_PORTFOLIO_* ({variables.SOURCE}): {exc}") from None
 
 
 def resolve_planning(env: Mapping[str, str]) -> dict[str, Any]:
     """PLANNING_* variables -> ``RunSettings.planning`` (only the keys that are set)."""
     from simulator.planning import validate_planning
 
+    v = {name: variables.read(env, name) for name in variables.BY_NAME if name.startswith("PLANNING_")}
     out: dict[str, Any] = {}
-    pool = _env(env, "PLANNING_POOL_PATH")
-    if pool:
-        out["pool"] = _abspath(pool)
+    if v["PLANNING_POOL_PATH"]:
+        out["pool"] = v["PLANNING_POOL_PATH"]
     for var, key in (
         ("PLANNING_NOISE_LATENCY_SIGMA", "noise_latency_sigma"),
         ("PLANNING_NOISE_COST_SIGMA", "noise_cost_sigma"),
         ("PLANNING_NOISE_LOGIT_SIGMA", "noise_logit_sigma"),
     ):
-        x = _float(env, var, 0.0)
-        if x > 0:
-            out[key] = x
-    if any(k.startswith("noise_") for k in out) or _env(env, "PLANNING_NOISE_SEED"):
-        out["noise_seed"] = _int(env, "PLANNING_NOISE_SEED", 0)
+        if v[var] > 0:
+            out[key] = v[var]
+    if any(k.startswith("noise_") for k in out) or variables.is_set(env, "PLANNING_NOISE_SEED"):
+        out["noise_seed"] = v["PLANNING_NOISE_SEED"]
     if not out:
         return {}
     validated = validate_planning(out)
@@ -207,16 +140,15 @@ def resolve_planning(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _select_dags(env: Mapping[str, str], pool_rows: int) -> list[int]:
-    idx_file = _env(env, "USE_DAG_INDICES_FILE")
+    idx_file = variables.read(env, "USE_DAG_INDICES_FILE")
     if idx_file:
-        dags = load_index_file(_abspath(idx_file), pool_rows)  # non-empty, distinct, in range
+        dags = load_index_file(idx_file, pool_rows)  # non-empty, distinct, in range
         source = f"index file {idx_file} ({len(dags)} DAGs)"
     else:
         dags = list(range(pool_rows))
         source = f"the pool ({pool_rows} DAGs)"
-    n_text = _env(env, "N_DAGS")
-    if n_text and n_text.lower() != "all":
-        n = _int(env, "N_DAGS", len(dags), lo=1)
+    n = variables.read(env, "N_DAGS")
+    if n is not None:
         if n > len(dags):
             raise ConfigError(f"N_DAGS={n} but {source} has only {len(dags)}")
         dags = dags[:n]
@@ -224,7 +156,7 @@ def _select_dags(env: Mapping[str, str], pool_rows: int) -> list[int]:
 
 
 def _parse_suite(env: Mapping[str, str], pool_models: list[str]) -> list[str]:
-    text = _env(env, "BASELINE_SUITE")
+    text = variables.read(env, "BASELINE_SUITE") or ""
     if not text or text.lower() == "none":
         return []
     if text.lower() == "all":
@@ -254,36 +186,30 @@ def default_dags_per_shard(n_dags: int, methods: list[str]) -> int:
 def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True) -> RunConfig:
     """Read and validate the harness variables (``docs/harness.md``); raises UserError."""
     env = dict(os.environ if env is None else env)
-    # --- cheap checks first: nothing below reads the pool ------------------------
+    # --- cheap checks first (every variable prepare reads, and unknown names): nothing here reads the pool -------
+    v = variables.check_environment(env, "prepare")
     grid = resolve_grid(env)
-    methods = resolve_methods(_env(env, "METHOD_SET") or "all")
-    cost_mode = normalize_cost_mode(_env(env, "BUDGET_COST_MODE") or COST_MODES[0])
-    latency_dist = _env(env, "LATENCY_DIST") or "lognormal"
-    if latency_dist not in LATENCY_DISTS:
-        raise ConfigError(f"LATENCY_DIST={latency_dist!r}: choose one of {', '.join(LATENCY_DISTS)}")
-    n_trials = _int(env, "N_EXEC_TRIALS", 100, lo=1)
-    seed = _int(env, "SEED", 42, lo=0)
-    mcpp = resolve_mcpp(env) if MCPP in methods else {}
+    methods = v["METHOD_SET"]
+    cost_mode = v["BUDGET_COST_MODE"]
+    latency_dist = v["LATENCY_DIST"]
+    n_trials = v["N_EXEC_TRIALS"]
+    seed = v["SEED"]
+    mcpp_all = resolve_mcpp(env)  # checked even when MCPP does not run: a bad value is never silently ignored
+    mcpp = mcpp_all if MCPP in methods else {}
     planning = resolve_planning(env)
     money = cost_mode == "output_money_cost_mean"
-    prices = load_price_table(_env(env, "PRICE_FILE") or None) if money else None
-    default_price_model = _env(env, "DEFAULT_PRICE_MODEL") or None
-    run_name = _env(env, "RUN_NAME") or "example"
-    if "/" in run_name or run_name in (".", ".."):
-        raise ConfigError(f"RUN_NAME={run_name!r} must be a plain name (no '/')")
-    root = _abspath(_env(env, "RESULTS_ROOT") or DEFAULT_RESULTS_ROOT)
+    prices = load_price_table(v["PRICE_FILE"]) if money else None
+    default_price_model = v["DEFAULT_PRICE_MODEL"]
+    run_name = v["RUN_NAME"]
+    root = v["RESULTS_ROOT"]
     # --- the pool --------------------------------------------------------------
-    pool_path = _abspath(_env(env, "DAG_POOL_PATH") or DEFAULT_POOL)
+    pool_path = v["DAG_POOL_PATH"]
     full = load_pool(pool_path)
     dags = _select_dags(env, len(full))
     pool = full.subset(dags, source=pool_path)
     pool_models = list(full.model_ids)
     suite = _parse_suite(env, pool_models)
-    dps_text = _env(env, "DAGS_PER_SHARD")
-    if dps_text and dps_text.lower() != "auto":
-        dags_per_shard = _int(env, "DAGS_PER_SHARD", 1, lo=1)
-    else:
-        dags_per_shard = default_dags_per_shard(len(dags), methods)
+    dags_per_shard = v["DAGS_PER_SHARD"] or default_dags_per_shard(len(dags), methods)
     cfg = RunConfig(
         run_name=run_name,
         run_dir=os.path.join(root, run_name),
@@ -304,7 +230,7 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         mcpp=mcpp,
         planning=planning,
         dags_per_shard=dags_per_shard,
-        python=_env(env, "PYTHON") or sys.executable or "python3",
+        python=v["PYTHON"],
     )
     cfg.env_resolved = _resolved_table(env, cfg)
     if check_dags:
@@ -370,18 +296,20 @@ def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
 
 
 def _resolved_table(env: Mapping[str, str], cfg: RunConfig) -> dict[str, str]:
-    """Each harness variable with the value this run uses (printed by prepare)."""
+    """Each variable ``prepare`` reads with the value this run uses (printed by prepare)."""
     shown = {}
-    for name, default, _ in ENV_VARS:
-        val = _env(env, name)
-        shown[name] = val if val else (f"{default} (default)" if default else "(unset)")
+    for var in variables.VARIABLES:
+        if var.group not in variables.PREPARE_GROUPS or var.name == "RUN_DIR":
+            continue
+        if var.group == "mcpp" and not variables.is_set(env, var.name):
+            continue  # the resolved MCPP parameters are shown below, in one line
+        val = (env.get(var.name) or "").strip()
+        shown[var.name] = val if val else (f"{var.default} (default)" if var.default else "(unset)")
     shown["DAG_POOL_PATH"] = cfg.pool_path
     shown["RESULTS_ROOT"] = os.path.dirname(cfg.run_dir)
-    shown["N_DAGS"] = f"{len(cfg.dags)}" + ("" if _env(env, "N_DAGS") else " (all)")
-    shown["METHOD_SET"] = f"{_env(env, 'METHOD_SET') or 'all'} -> {', '.join(cfg.methods)}"
-    shown["DAGS_PER_SHARD"] = str(cfg.dags_per_shard) + ("" if _env(env, "DAGS_PER_SHARD") else " (auto)")
+    shown["N_DAGS"] = f"{len(cfg.dags)}" + ("" if variables.is_set(env, "N_DAGS") else " (all)")
+    shown["METHOD_SET"] = f"{(env.get('METHOD_SET') or '').strip() or 'all'} -> {', '.join(cfg.methods)}"
+    shown["DAGS_PER_SHARD"] = str(cfg.dags_per_shard) + ("" if variables.is_set(env, "DAGS_PER_SHARD") else " (auto)")
     if cfg.mcpp:
         shown["MC_PORTFOLIO_*"] = json.dumps(cfg.mcpp)
-    for var in sorted(k for k in env if k.startswith("MC_PORTFOLIO_")):
-        shown[var] = env[var]
     return shown

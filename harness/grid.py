@@ -23,26 +23,18 @@ deadlines) or ``ratio`` (a multiple of the DAG's nominal budget / deadline,
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simulator.errors import ConfigError
 
+from . import variables
+from .grid_syntax import _number, format_value, parse_map, parse_value_list
+
+__all__ = ["format_value", "parse_map", "parse_value_list"]  # the syntax, re-exported
+
 ABSOLUTE = "absolute"
 RATIO = "ratio"
-DEFAULT_BUDGET_RATIOS = "0.3 0.5 1.0 2.0 5.0 10.0"
-DEFAULT_DEADLINE_RATIOS = "1.0"
-
-
-def format_value(x: float) -> str:
-    """Short exact text of an axis value (``1000``, ``0.5``, ``inf``); used in cell ids."""
-    if math.isinf(x):
-        return "inf"
-    if float(x).is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return repr(float(x))
 
 
 @dataclass(frozen=True)
@@ -180,95 +172,25 @@ def _describe(v: AxisValue, what: str) -> str:
     return format_value(v.value) + (" s" if what == "deadline" else "")
 
 
-# ----------------------------------------------------------------------------
-# Parsing
-# ----------------------------------------------------------------------------
-
-
-def _number(text: str, what: str, allow_inf: bool = False) -> float:
-    t = text.strip()
-    try:
-        x = float(t)
-    except ValueError:
-        raise ConfigError(f"{what}: {t!r} is not a number") from None
-    if math.isnan(x):
-        raise ConfigError(f"{what}: NaN is not allowed")
-    if math.isinf(x) and not (allow_inf and x > 0):
-        raise ConfigError(f"{what}: {t!r} must be finite")
-    if x <= 0:
-        raise ConfigError(f"{what}: {t!r} must be positive")
-    return x
-
-
-def parse_value_list(text: str, what: str, allow_inf: bool = False) -> list[float]:
-    """``"0.3 0.5,1"`` -> [0.3, 0.5, 1.0]; spaces and commas both separate values."""
-    items = [s for s in re.split(r"[\s,]+", text.strip()) if s]
-    if not items:
-        raise ConfigError(f"{what} is set but empty")
-    vals = [_number(s, what, allow_inf) for s in items]
-    dup = sorted({format_value(v) for v in vals if vals.count(v) > 1})
-    if dup:
-        raise ConfigError(f"{what}: value(s) {', '.join(dup)} given twice")
-    return vals
-
-
-def parse_map(text: str) -> list[tuple[float, list[float]]]:
-    """Parse ``B1:D1,D2;B2:D1|D3`` into [(B1, [D1, D2]), (B2, [D1, D3])].
-
-    Budget groups are separated by ``;`` (or newlines); within a group the
-    deadlines by ``,`` or ``|``. Deadlines may be ``inf`` (no deadline).
-    """
-    what = "BUDGET_DEADLINE_VALUES_MAP"
-    groups = [g.strip() for g in re.split(r"[;\n]+", text) if g.strip()]
-    if not groups:
-        raise ConfigError(f"{what} is set but empty")
-    out: list[tuple[float, list[float]]] = []
-    for g in groups:
-        if g.count(":") != 1:
-            raise ConfigError(
-                f"{what}: malformed group {g!r}: write BUDGET:DEADLINE[,DEADLINE...], groups separated "
-                "by ';' (example: '2000:300,600;4000:300|900')"
-            )
-        b_text, d_text = g.split(":")
-        if not b_text.strip():
-            raise ConfigError(f"{what}: group {g!r} has no budget before ':'")
-        b = _number(b_text, f"{what} budget in {g!r}")
-        ds_text = [d for d in re.split(r"[,|\s]+", d_text.strip()) if d]
-        if not ds_text:
-            raise ConfigError(f"{what}: budget {b_text.strip()} has no deadlines after ':'")
-        ds = [_number(d, f"{what} deadline in {g!r}", allow_inf=True) for d in ds_text]
-        if len(set(ds)) != len(ds):
-            raise ConfigError(f"{what}: group {g!r} lists a deadline twice")
-        if any(b == prev for prev, _ in out):
-            raise ConfigError(f"{what}: budget {format_value(b)} appears in two groups; merge them")
-        out.append((b, ds))
-    return out
-
-
-def _env(env: Mapping[str, str], name: str) -> str:
-    return (env.get(name) or "").strip()
-
-
 def resolve_grid(env: Mapping[str, str]) -> Grid:
-    """Expand the grid from the harness variables (see the module docstring)."""
-    text = _env(env, "BUDGET_DEADLINE_VALUES_MAP")
-    if text:
-        pairs = parse_map(text)
+    """Expand the grid from the harness variables (see the module docstring; defaults from the variables table)."""
+    v = {name: variables.read(env, name) for name in GRID_VARIABLES}  # every grid variable is checked
+    if v["BUDGET_DEADLINE_VALUES_MAP"]:
         groups = tuple(
             BudgetGroup(f"b{i:02d}", AxisValue(ABSOLUTE, b), tuple(AxisValue(ABSOLUTE, d) for d in ds))
-            for i, (b, ds) in enumerate(pairs)
+            for i, (b, ds) in enumerate(v["BUDGET_DEADLINE_VALUES_MAP"])
         )
         return Grid(groups, "map")
-    if _env(env, "BUDGET_VALUES"):
-        budgets = [AxisValue(ABSOLUTE, v) for v in parse_value_list(_env(env, "BUDGET_VALUES"), "BUDGET_VALUES")]
+    if v["BUDGET_VALUES"]:
+        budgets = [AxisValue(ABSOLUTE, x) for x in v["BUDGET_VALUES"]]
     else:
-        text = _env(env, "BUDGET_RATIOS") or DEFAULT_BUDGET_RATIOS
-        budgets = [AxisValue(RATIO, v) for v in parse_value_list(text, "BUDGET_RATIOS")]
-    if _env(env, "DEADLINE_VALUES"):
-        vals = parse_value_list(_env(env, "DEADLINE_VALUES"), "DEADLINE_VALUES", allow_inf=True)
-        deadlines = tuple(AxisValue(ABSOLUTE, v) for v in vals)
+        budgets = [AxisValue(RATIO, x) for x in v["BUDGET_RATIOS"]]
+    if v["DEADLINE_VALUES"]:
+        deadlines = tuple(AxisValue(ABSOLUTE, x) for x in v["DEADLINE_VALUES"])
     else:
-        text = _env(env, "DEADLINE_RATIOS") or DEFAULT_DEADLINE_RATIOS
-        deadlines = tuple(AxisValue(RATIO, v) for v in parse_value_list(text, "DEADLINE_RATIOS"))
+        deadlines = tuple(AxisValue(RATIO, x) for x in v["DEADLINE_RATIOS"])
     groups = tuple(BudgetGroup(f"b{i:02d}", b, deadlines) for i, b in enumerate(budgets))
     return Grid(groups, "axes")
+
+
+GRID_VARIABLES = ("BUDGET_DEADLINE_VALUES_MAP", "BUDGET_VALUES", "DEADLINE_VALUES", "BUDGET_RATIOS", "DEADLINE_RATIOS")

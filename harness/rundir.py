@@ -74,8 +74,9 @@ class RunDir:
     def slurm(self) -> str:
         return self.p("slurm")
 
-    def prepared(self) -> bool:
-        return os.path.exists(self.run_json) and os.path.exists(self.jobs_list)
+    def require_prepared(self) -> dict:
+        """The run's metadata; a readable error (not a traceback) when the directory is not a prepared run."""
+        return self.run
 
     @cached_property
     def run(self) -> dict:

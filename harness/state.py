@@ -2,7 +2,8 @@
 
 Files under ``<run>/state`` (``sid`` = ``s00042``):
 
-* ``sid.claim``  created with O_CREAT|O_EXCL: exactly one worker wins a claim;
+* ``sid.claim``  written whole, then hard-linked into place (fails if it exists,
+  like O_EXCL): exactly one worker wins a claim, and a claim is never empty;
   holds the worker id, host, pid (and the process start time, so a reused
   pid is not mistaken for the owner), time and, in a SLURM task, the task id.
   A claim whose owner is certainly gone — its process no longer exists on
@@ -18,7 +19,7 @@ Files under ``<run>/state`` (``sid`` = ``s00042``):
   lines, ``sid.failed`` is written and no worker takes the shard any more
   (``resume --retry-failed`` clears it).
 
-All writes are atomic renames or O_EXCL creates, so workers on several
+All writes are atomic renames or hard links, so workers on several
 machines sharing the directory never corrupt each other.
 """
 
@@ -155,11 +156,13 @@ class ShardState:
     # --- claims -------------------------------------------------------------------
 
     def claim(self, sid: str, worker: str, extra: dict | None = None) -> bool:
-        """Atomically claim a shard; False if someone else holds it."""
-        try:
-            fd = os.open(self.f(sid, "claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
+        """Atomically claim a shard; False if someone else holds it.
+
+        The claim is written whole into a private file first and then
+        hard-linked to ``sid.claim`` (``link`` fails if the claim exists, like
+        ``O_EXCL``, also over NFS), so a claim is never seen empty: a worker
+        killed at any moment leaves either no claim or one naming its pid.
+        """
         rec = {"worker": worker, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
         start = process_start(os.getpid())
         if start is not None:
@@ -168,10 +171,21 @@ class ShardState:
         if task:
             rec["slurm_job"] = task
         rec.update(extra or {})
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(rec, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        target = self.f(sid, "claim")
+        tmp = f"{target}.new-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(rec, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
         return True
 
     def owner(self, sid: str) -> str | None:

@@ -64,7 +64,7 @@ class ShardRunner:
         worker_id: str | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
-        rd.run  # noqa: B018  (readable error when the run is not prepared)
+        rd.require_prepared()
         self.rd = rd
         self.opts = opts
         self.stop = stop or threading.Event()
@@ -203,12 +203,6 @@ def auto_loop(runner: ShardRunner, on_outcome: Callable[[int, str], None] | None
     return counts
 
 
-def default_workers() -> int:
-    from .config import cpu_count
-
-    return cpu_count()
-
-
 class _Progress:
     """tqdm bars over shards and DAG-trials, fed from the state directory."""
 
@@ -250,11 +244,11 @@ class _Progress:
 
 def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = True) -> dict[str, int]:
     """Run every pending shard on this machine with ``n_workers`` parallel shard processes."""
-    from .config import cpu_count
+    from .variables import cores
 
     n_workers = max(1, n_workers)
     if opts.threads_per_shard is None:
-        opts.threads_per_shard = max(1, cpu_count() // n_workers)
+        opts.threads_per_shard = max(1, cores() // n_workers)
     stop = threading.Event()
     counts: dict[str, int] = {}
     lock = threading.Lock()

@@ -10,12 +10,6 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "run_experiment.sh")
 
-HARNESS_VARS = (
-    "DAG_POOL_PATH", "RUN_NAME", "RESULTS_ROOT", "RUN_DIR", "N_DAGS", "USE_DAG_INDICES_FILE", "N_EXEC_TRIALS",
-    "BUDGET_DEADLINE_VALUES_MAP", "BUDGET_VALUES", "DEADLINE_VALUES", "BUDGET_RATIOS", "DEADLINE_RATIOS",
-    "BUDGET_COST_MODE", "LATENCY_DIST", "PRICE_FILE", "DEFAULT_PRICE_MODEL", "METHOD_SET", "BASELINE_SUITE",
-    "SEED", "DAGS_PER_SHARD", "N_WORKERS", "MAX_SHARD_FAILURES", "HEARTBEAT_SECONDS", "STALE_SECONDS",
-)  # fmt: skip
 
 
 def node(nid, parents, children, p=0.6, lat=2.0, cost=100.0, models=None):
@@ -56,7 +50,9 @@ def small_pool(tmp_path, n=4, name="pool.jsonl", models=None) -> str:
 
 
 def clean_env(**overrides) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in HARNESS_VARS and not k.startswith(("MC_PORTFOLIO_", "PLANNING_"))}
+    from harness.variables import BY_NAME, CHECKED_PREFIXES
+
+    env = {k: v for k, v in os.environ.items() if k not in BY_NAME and not k.startswith(CHECKED_PREFIXES)}
     env["PYTHONPATH"] = ROOT
     # the interpreter running the tests runs the harness too (no activated venv needed)
     env["PYTHON"] = sys.executable

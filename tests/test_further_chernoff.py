@@ -301,17 +301,39 @@ def test_greedy_rounding_beyond_4096_combinations():
     lat = np.full(n, 10.0)
     targets = np.zeros(n, dtype=np.int64)
     # one each (8), raise to floor 2 (8 more), then the first of the equal gains gets the last attempt
-    mode = round_receding(*_csr(g), alive, order, count, ready, n, plan, w, 0.01, lat, lat, q, kappa, 17.0, targets)
+    mode = round_receding(*_csr(g), alive, order, count, ready, n, plan, w, 0.01, lat, lat, q, kappa, kappa, 17.0, targets)
     assert mode == 2
     assert tuple(targets) == (3, 2, 2, 2, 2, 2, 2, 2)
     targets[:] = 0
-    mode = round_receding(*_csr(g), alive, order, count, ready, n, plan, w, 0.01, lat, lat, q, kappa, 12.0, targets)
+    mode = round_receding(*_csr(g), alive, order, count, ready, n, plan, w, 0.01, lat, lat, q, kappa, kappa, 12.0, targets)
     assert mode == 2 and tuple(targets) == (2, 2, 2, 2, 1, 1, 1, 1)
     plan7 = plan.copy()
     plan7[7] = 1.5  # 3^7 * 2 = 4374 > 4096: still greedy
     targets[:] = 0
-    assert round_receding(*_csr(g), alive, order, count, ready, n, plan7, w, 0.01, lat, lat, q, kappa, 100.0, targets) == 2
+    assert round_receding(*_csr(g), alive, order, count, ready, n, plan7, w, 0.01, lat, lat, q, kappa, kappa, 100.0, targets) == 2
     plan6 = plan.copy()
     plan6[6:] = 1.5  # 3^6 * 4 = 2916 <= 4096: exact
     targets[:] = 0
-    assert round_receding(*_csr(g), alive, order, count, ready, n, plan6, w, 0.01, lat, lat, q, kappa, 100.0, targets) == 1
+    assert round_receding(*_csr(g), alive, order, count, ready, n, plan6, w, 0.01, lat, lat, q, kappa, kappa, 100.0, targets) == 1
+
+
+def test_safety_fallback_counts_any_model():
+    """All targets 0: the cheapest affordable ready node gets 1, if any model of a ready node fits."""
+    n = 2
+    g = graph([[], []])
+    alive = np.ones(n, bool)
+    order, count = topo_order(*_csr(g), alive)
+    ready = np.arange(n, dtype=np.int64)
+    lat, q = np.full(n, 10.0), np.full(n, 0.5)
+    kappa = np.array([3.0, 2.0])
+    # plan 0 and a huge theta: every candidate with an attempt is unaffordable or infinite -> all zeros first
+    args = (*_csr(g), alive, order, count, ready, n, np.zeros(n), np.ones(n), 1.0, lat, lat, q, kappa)
+    t = np.zeros(n, dtype=np.int64)
+    round_receding(*args, kappa, 2.5, t)
+    assert tuple(t) == (0, 1)  # need_one false (5 > 2.5); node 1 (2.0) fits: the fallback starts it
+    t[:] = 0
+    round_receding(*args, np.array([3.0, 2.0]), 1.5, t)
+    assert tuple(t) == (0, 0)  # nothing fits: no fallback
+    t[:] = 0
+    round_receding(*args, np.array([1.0, 2.0]), 1.5, t)
+    assert tuple(t) == (0, 0)  # another model of node 0 fits (check passes), but no legacy kappa does

@@ -56,11 +56,11 @@ def test_default_grid_is_the_ratio_grid():
         ("1000", "malformed"),
         ("1000:", "no deadlines"),
         (":5", "no budget"),
-        ("abc:5", "not a number"),
-        ("1000:5,x", "not a number"),
+        ("abc:5", "budget in 'abc:5': expected a finite number > 0, got 'abc'"),
+        ("1000:5,x", "deadline in '1000:5,x': expected a number > 0, got 'x'"),
         ("1000:5;1000:6", "two groups"),
-        ("1000:5,5", "twice"),
-        ("-1:5", "positive"),
+        ("1000:5,5", "deadlines of group '1000:5,5': repeated value\\(s\\) '5'"),
+        ("-1:5", "expected a finite number > 0, got '-1'"),
         ("1:2:3", "malformed"),
     ],
 )
@@ -72,7 +72,7 @@ def test_malformed_map_is_refused_readably(text, words):
 def test_bad_axis_values_refused():
     with pytest.raises(ConfigError, match="BUDGET_RATIOS"):
         resolve_grid({"BUDGET_RATIOS": "0.5 zero"})
-    with pytest.raises(ConfigError, match="twice"):
+    with pytest.raises(ConfigError, match="BUDGET_VALUES \\(environment\\): repeated value\\(s\\) '1'"):
         resolve_grid({"BUDGET_VALUES": "1 1"})
     with pytest.raises(ConfigError, match="finite"):
         resolve_grid({"BUDGET_VALUES": "inf"})
@@ -151,7 +151,7 @@ def test_ratio_grid_on_dag_with_zero_success(tmp_path):
 def test_cli_prints_one_readable_line_and_exits_nonzero(tmp_path):
     proc = harness("prepare", _env(tmp_path, METHOD_SET="nope"), check=False)
     assert proc.returncode != 0
-    assert proc.stderr.startswith("error: unknown method(s) 'nope'")
+    assert proc.stderr.startswith("error: METHOD_SET (environment): unknown method(s) 'nope'")
     assert "Traceback" not in proc.stderr
 
 

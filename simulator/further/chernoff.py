@@ -396,12 +396,14 @@ def _leaf_phi(parent_ptr, parent_idx, child_ptr, child_idx, alive, order, count,
 @njit(cache=True, nogil=True)
 def round_receding(
     parent_ptr, parent_idx, child_ptr, child_idx, alive, order, count, ready, n_ready,
-    plan, w, theta, tau, lat_raw, q, kappa, budget, targets,
+    plan, w, theta, tau, lat_raw, q, kappa, kappa_any, budget, targets,
 ):  # fmt: skip
     """Integer targets for the ready nodes from the continuous plan (fills ``targets``; returns the mode).
 
     Mode 1: exact floor/ceil enumeration; 2: greedy (over 4096 combinations).
-    Then the minimum enforcement and the safety fallback of the published code.
+    Then the minimum enforcement and the safety fallback of the published code
+    (which fires when some ready node can launch *any* of its models:
+    ``kappa_any`` = the cheapest expected attempt cost over its models).
     """
     n = alive.shape[0]
     need_sum = 0.0
@@ -520,7 +522,7 @@ def round_receding(
         v = ready[i]
         if targets[v] > 0:
             all_zero = False
-        if kappa[v] <= budget:
+        if kappa_any[v] <= budget:
             any_fits = True
         spent += targets[v] * kappa[v]
     if all_zero and any_fits:
@@ -713,8 +715,13 @@ def receding_targets(
     kappa: np.ndarray,
     budget: float,
     sol: DeadlineSolution,
+    kappa_any: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
-    """``deadline_receding``'s targets (n,) for the ready nodes and the rounding mode (0 none, 1 exact, 2 greedy)."""
+    """``deadline_receding``'s targets (n,) for the ready nodes and the rounding mode (0 none, 1 exact, 2 greedy).
+
+    ``kappa_any``: per node, the cheapest expected attempt cost over all its
+    models (default: the legacy ``kappa``), for the safety fallback's check.
+    """
     n = alive.shape[0]
     targets = np.zeros(n, dtype=np.int64)
     ready = np.ascontiguousarray(ready, dtype=np.int64)
@@ -728,9 +735,10 @@ def receding_targets(
     lat = np.ascontiguousarray(lat, dtype=np.float64)
     tau = np.maximum(lat, 1e-9)
     q = np.clip(1.0 - np.asarray(p, dtype=np.float64), 1e-12, 1.0 - 1e-12)
+    k_any = kappa if kappa_any is None else np.ascontiguousarray(kappa_any, dtype=np.float64)
     mode = round_receding(
         *csr, alive, order, count, ready, ready.shape[0], sol.plan, sol.weights, sol.theta, tau, lat, q,
-        kappa, float(budget), targets,
+        kappa, k_any, float(budget), targets,
     )  # fmt: skip
     return targets, int(mode)
 

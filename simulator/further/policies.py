@@ -98,6 +98,8 @@ class FurtherPolicy:
             self._inputs = legacy_inputs(src, self.name, dag)
             self._src = src
         self._legacy = np.asarray(arr.legacy, dtype=np.int64)
+        # the simulator's "can launch any model" check (by expected cost) of the safety fallback
+        self._kappa_any = np.where(src.available, src.kappa, np.inf).min(axis=1)
         self._seed, self._dag, self._trial = int(seed), int(dag), int(trial)
         self._static: np.ndarray | None = None
         self._paths_key: bytes | None = None
@@ -196,7 +198,7 @@ class FurtherPolicy:
         alive = ~np.asarray(view.completed, dtype=np.bool_)
         sol = solve_deadline(inp.graph, alive, inp.t, inp.p, inp.kappa, b, h, dp, self.variant.use_kappa)
         self._record(sol, view.t, alive, b, h)
-        targets, _mode = receding_targets(inp.graph, alive, ready, inp.t, inp.p, inp.kappa, b, sol)
+        targets, _mode = receding_targets(inp.graph, alive, ready, inp.t, inp.p, inp.kappa, b, sol, self._kappa_any)
         return targets
 
     def _record(self, sol, t: float, alive: np.ndarray, b: float, h: float) -> None:
