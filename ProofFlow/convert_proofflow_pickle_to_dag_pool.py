@@ -32,9 +32,11 @@ from typing import Any
 
 from ProofFlow.lean_check import classify_messages, parse_lean_json_output
 from ProofFlow.safe_pickle import ProofItem, load_proofflow_pickle
-from simulator.errors import UserError, cli_entry
+from simulator.errors import PoolError, UserError, cli_entry
 from simulator.graph import graph_from_named
+from simulator.pool import MAX_POOL_VALUE, parse_dag
 from simulator.stats import template_from_rows
+from simulator.validation import check_number, check_output_file
 
 log = logging.getLogger("proofflow.convert")
 
@@ -100,30 +102,43 @@ def _node_mean_tokens(recs: list[dict[str, Any]], stage: dict[str, Any]) -> floa
     return None
 
 
+def _attempt_number(value: Any, what: str, error) -> float:
+    """A finite attempt measurement in [0, MAX_POOL_VALUE] (what a pool row may hold)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (ok and math.isfinite(value) and 0 <= value <= MAX_POOL_VALUE):
+        raise error(f"{what} is {value!r}; expected a finite number in [0, {MAX_POOL_VALUE:g}]")
+    return float(value)
+
+
 def node_rows(
     item: ProofItem,
     problem_id: str,
     semantic_gate: float | None = None,
+    *,
+    path: str | os.PathLike | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Empirical rows of one proof step and a small ``meta`` dict describing them."""
+    """Empirical rows of one proof step and a small ``meta`` dict describing them.
+
+    Errors are :class:`PoolError` naming ``path`` (the pickle), the problem
+    and the step id, and the attempt when one is at fault.
+    """
     f = item.fields
     step = str(f.get("id"))
+
+    def error(message: str) -> PoolError:
+        return PoolError(message, path=os.fspath(path) if path is not None else None,
+                         problem_id=problem_id, node=step)
+
     prover = _records(f.get("solved_lemma"))
     if item.kind in PROVER_KINDS or prover:
         if not prover:
-            raise UserError(
-                f"problem {problem_id!r} node {step!r}: a {item.kind} without prover attempts "
-                "(no solved_lemma.rollout_records)"
-            )
+            raise error(f"a {item.kind} without prover attempts (no solved_lemma.rollout_records)")
         stage_name, stage, recs, field = "prover", f["solved_lemma"], prover, "lean_verify"
     else:
         stage_name, stage, recs, field = "formalizer", f.get("formalization"), None, "lean_pass"
         recs = _records(stage)
         if not recs:
-            raise UserError(
-                f"problem {problem_id!r} node {step!r}: no formalizer attempts "
-                "(no formalization.rollout_records)"
-            )
+            raise error("no formalizer attempts (no formalization.rollout_records)")
     score = (f.get("score") or {}).get("semantic_score")
     score = float(score) if isinstance(score, (int, float)) else None
     gated = semantic_gate is not None and score is not None and score < semantic_gate
@@ -132,15 +147,15 @@ def node_rows(
     for k, rec in enumerate(recs):
         lat = _latency(rec)
         if lat is None:
-            raise UserError(f"problem {problem_id!r} node {step!r}: attempt {k} has no latency")
+            raise error(f"attempt {k} of the {stage_name} has no latency")
+        lat = _attempt_number(lat, f"the latency of attempt {k} of the {stage_name}", error)
         tok = rec.get("output_tokens")
         tok_src = "attempt"
         if not isinstance(tok, (int, float)):
             if mean_tok is None:
-                raise UserError(
-                    f"problem {problem_id!r} node {step!r}: no output token counts recorded"
-                )
+                raise error("no output token counts recorded")
             tok, tok_src = mean_tok, "node_mean"
+        tok = _attempt_number(tok, f"the output tokens of attempt {k} of the {stage_name}", error)
         ok = bool(rec.get(field))
         row: dict[str, Any] = {
             "latency": lat,
@@ -193,16 +208,17 @@ def convert_pickle(
     problem_id: str | None = None,
 ) -> dict[str, Any]:
     """One pool line (DAG object) from one ProofFlow run pickle."""
+    if semantic_gate is not None:
+        semantic_gate = check_number(semantic_gate, "semantic_gate", lo=0.0, hi=1.0)
     data = load_proofflow_pickle(path)
     pid = problem_id or problem_id_from_path(path)
     items: list[ProofItem] = data["proof_items"]
     if not items:
         raise UserError(f"{path}: no proof items")
-    g = graph_from_named([(str(it.get("id")), it.get("dependencies") or []) for it in items],
-                         path=path, problem_id=pid, logger=log)
+    g = graph_from_named(_steps(items, path, pid), path=path, problem_id=pid, logger=log)
     nodes = []
     for k, it in enumerate(items):
-        rows, meta = node_rows(it, pid, semantic_gate)
+        rows, meta = node_rows(it, pid, semantic_gate, path=path)
         if k in g.dropped_self_loops:
             meta["dropped_self_loop"] = True
         nodes.append(
@@ -219,7 +235,7 @@ def convert_pickle(
             }
         )
     rm = data.get("run_metadata") or {}
-    return {
+    dag = {
         "problem_id": pid,
         "dag_kind": "proofflow_rollout",
         "benchmark": "proofflow",
@@ -236,6 +252,44 @@ def convert_pickle(
         "semantic_gate": semantic_gate,
         "nodes": nodes,
     }
+    _validate_converted(dag, path, g.names)
+    return dag
+
+
+def _steps(items: list[ProofItem], path: str | os.PathLike, pid: str) -> list[tuple[str, list[str]]]:
+    """``(step id, dependency ids)`` per proof item; an item without a usable id is named by position.
+
+    Checked here, before the graph is built: a missing id would otherwise
+    become the name ``'None'`` and be reported as an unknown dependency of
+    whichever step needs it.
+    """
+    out = []
+    for k, it in enumerate(items):
+        sid, deps = it.get("id"), it.get("dependencies")
+        where = f"proof item #{k} ({type(it).__name__})"
+        if isinstance(sid, bool) or not isinstance(sid, (str, int)) or not str(sid).strip():
+            raise PoolError(f"{where} has no usable 'id' (got {sid!r}); expected a non-empty string",
+                            path=os.fspath(path), problem_id=pid)
+        if deps is None:
+            deps = []
+        if not isinstance(deps, (list, tuple)) or not all(isinstance(d, (str, int)) for d in deps):
+            raise PoolError(f"'dependencies' must be a list of step ids, got {deps!r}",
+                            path=os.fspath(path), problem_id=pid, node=str(sid))
+        out.append((str(sid), [str(d) for d in deps]))
+    return out
+
+
+def _validate_converted(dag: dict[str, Any], path: str | os.PathLike, names: list[str]) -> None:
+    """Check the converted DAG with the pool loader's rules, reporting the pickle and the step id.
+
+    Without this, a problem would surface only when the pool is written,
+    named after the output file (never written) and the node's position.
+    """
+    try:
+        parse_dag(dag, path=os.fspath(path))
+    except PoolError as exc:
+        node = names[exc.node] if isinstance(exc.node, int) and 0 <= exc.node < len(names) else exc.node
+        raise PoolError(exc.reason, path=os.fspath(path), problem_id=exc.problem_id, node=node) from None
 
 
 def convert_many(
@@ -266,16 +320,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="output pool (.jsonl), written atomically")
     ap.add_argument("--model-id", default=DEFAULT_MODEL_ID,
                     help="model id of the rows (price tables use it; default %(default)s)")
-    ap.add_argument("--semantic-gate", type=float, default=None, metavar="T",
-                    help="count every attempt of a node with semantic score < T as a failure")
+    ap.add_argument("--semantic-gate", default=None, metavar="T",
+                    help="count every attempt of a node with semantic score < T as a failure (T in [0, 1])")
     args = ap.parse_args(argv)
+    gate = None
+    if args.semantic_gate is not None:
+        gate = check_number(args.semantic_gate, "--semantic-gate", "flag", lo=0.0, hi=1.0)
+    check_output_file(args.out, "--out", "flag", overwrite=True)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     paths: list[Path] = []
     for p in map(Path, args.pickles):
         paths.extend(sorted(p.glob("*.pickle")) if p.is_dir() else [p])
     if not paths:
         raise UserError("no pickle files given")
-    dags = convert_many(paths, args.out, args.model_id, args.semantic_gate)
+    dags = convert_many(paths, args.out, args.model_id, gate)
     for d in dags:
         rates = ", ".join(
             f"{n['name']} {n['meta']['n_success']}/{n['meta']['n_attempts']}" for n in d["nodes"]

@@ -142,11 +142,7 @@ def resolve_planning(env: Mapping[str, str]) -> dict[str, Any]:
 def _select_dags(env: Mapping[str, str], pool_rows: int) -> list[int]:
     idx_file = variables.read(env, "USE_DAG_INDICES_FILE")
     if idx_file:
-        dags = load_index_file(idx_file, pool_rows)
-        if not dags:
-            raise ConfigError(f"{idx_file}: the index file selects no DAG")
-        if len(set(dags)) != len(dags):
-            raise ConfigError(f"{idx_file}: the index file lists a DAG twice")
+        dags = load_index_file(idx_file, pool_rows)  # non-empty, distinct, in range
         source = f"index file {idx_file} ({len(dags)} DAGs)"
     else:
         dags = list(range(pool_rows))

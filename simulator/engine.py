@@ -135,11 +135,30 @@ def reset_state(scal, cnt, key, ni, nf, attempt_no, budget, deadline, seed, dag,
 # ---------------------------------------------------------------------------
 
 
+#: Limits of the coefficient of variation std/mean of a parametric latency (docs/semantics.md,
+#: "Parametric latency"). Below CV_MIN the draw is the mean (gamma's shape (mean/std)^2 would
+#: overflow to infinity and its sampler never accept); above CV_MAX std is taken as CV_MAX x mean
+#: (std^2/mean^2 would overflow, giving NaN or a division by zero). No measured latency comes
+#: near either: draws within the limits keep their exact bits.
+CV_MIN = 1e-100
+CV_MAX = 1e100
+
+
 @njit(cache=True, nogil=True)
 def sample_latency(dist, mean, std, key, j):
-    """Parametric latency with the given mean/std, floored at 1e-3 (uniforms j.. of key)."""
+    """Parametric latency with the given mean/std, floored at 1e-3 (uniforms j.. of key).
+
+    Finite for every finite ``mean, std >= 0`` a pool may hold (both at most
+    ``pool.MAX_POOL_VALUE``): the ratio std/mean is computed first and kept
+    within [CV_MIN, CV_MAX], so no square overflows whatever the two values.
+    """
     if std <= 0.0 or mean <= 0.0:
         return max(mean, 1e-3)
+    cv = std / mean
+    if cv < CV_MIN:
+        return max(mean, 1e-3)
+    if cv > CV_MAX:
+        std = mean * CV_MAX
     if dist == 0:  # lognormal, moment-matched
         s2 = np.log(1.0 + (std / mean) ** 2)
         x = np.exp(np.log(mean) - 0.5 * s2 + np.sqrt(s2) * normal(key, j))

@@ -24,10 +24,16 @@ from .errors import PoolError
 from .graph import csr, longest_path_depths, topological_order
 from .io_utils import atomic_write_jsonl
 from .stats import template_from_columns
+from .validation import check_input_file
 
 DEFAULT_MODEL = "default"
 LATENCY_FLOOR = 1e-3
 COST_FLOOR = 1e-9
+#: Largest finite number a template or row may hold (latencies in s, costs in tokens
+#: or the pool's cost unit). Larger values are refused at load: they mean a unit
+#: error, and with them sums of draws (makespans, episode costs) could overflow.
+#: ``Infinity`` stays allowed where it marks an unavailable model.
+MAX_POOL_VALUE = 1e15
 INDEX_KEYS = ("dag_indices", "selected_dag_indices", "selected_indices", "indices")
 
 
@@ -164,6 +170,8 @@ def _number(ctx: _Ctx, value: Any, what: str, node: Any, allow_inf: bool = True)
         raise ctx.error(f"{what} is negative ({x})", node)
     if math.isinf(x) and not allow_inf:
         raise ctx.error(f"{what} is infinite", node)
+    if x > MAX_POOL_VALUE and not math.isinf(x):
+        raise ctx.error(f"{what} is {x:g}, above the largest value a pool may hold ({MAX_POOL_VALUE:g})", node)
     return x
 
 
@@ -185,11 +193,23 @@ def _parse_template(ctx: _Ctx, tpl: Any, node: Any, model: str) -> dict[str, flo
             out[key] = x
     if infinite:
         return None
+    if math.isinf(out.get("lat_std", 0.0)):
+        raise ctx.error(
+            f"lat_std of model {model!r} is infinite (Infinity marks an unavailable model only in "
+            "lat_mean, cost_mean or token_cost_mean)",
+            node,
+        )
     if "lat_mean" not in out:
         raise ctx.error(f"template of model {model!r} has no lat_mean", node)
+    if "cost_mean" not in out and "token_cost_mean" not in out:
+        raise ctx.error(
+            f"template of model {model!r} has neither cost_mean nor token_cost_mean "
+            "(a template must state what an attempt costs)",
+            node,
+        )
     out.setdefault("lat_std", 0.0)
     if "cost_mean" not in out:
-        out["cost_mean"] = out.get("token_cost_mean", out["lat_mean"])
+        out["cost_mean"] = out["token_cost_mean"]
     return out
 
 
@@ -214,7 +234,12 @@ def _parse_rows_fast(rows: list) -> np.ndarray | None:
     out = np.empty((len(rows), 4))
     for k, c in enumerate(cols):
         out[:, k] = c
-    if not np.isfinite(out).all() or (out < 0).any() or not np.isin(out[:, 1], (0.0, 1.0)).all():
+    if (
+        not np.isfinite(out).all()
+        or (out < 0).any()
+        or (out > MAX_POOL_VALUE).any()
+        or not np.isin(out[:, 1], (0.0, 1.0)).all()
+    ):
         return None
     np.maximum(out[:, 0], LATENCY_FLOOR, out=out[:, 0])
     np.maximum(out[:, 2:], COST_FLOOR, out=out[:, 2:])
@@ -291,8 +316,34 @@ def _id(ctx: _Ctx, value: Any, what: str, node: Any) -> int:
     return value
 
 
-def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | None = None) -> DagStats:
-    """Validate one pool line (already JSON-decoded) and build its :class:`DagStats`."""
+# Parsing happens in stages, each a function with one job, so that a rule of
+# the format lives in one place and its message is written once:
+#
+# 1. ``_check_line``: the line is an object with a non-empty ``nodes`` list;
+# 2. ``_parse_graph``: node ids, parent/child lists, their consistency and
+#    acyclicity, as CSR arrays (``_node_ids``, ``_edge_lists``,
+#    ``_check_inverse``, ``_check_acyclic``; CSR and order from simulator.graph);
+# 3. ``_parse_statistics``: each node's templates and rows per model
+#    (``_node_stats``) and the DAG's model list;
+# 4. ``_build_tables``: the (node, model) arrays of :class:`DagStats`.
+#
+# Checks run in this order, so a line with several problems reports the
+# first one met in it.
+
+
+@dataclass
+class _Graph:
+    """Validated structure of one DAG (node positions in pool-line order)."""
+
+    ids: list[int]
+    parent_ptr: np.ndarray
+    parent_idx: np.ndarray
+    child_ptr: np.ndarray
+    child_idx: np.ndarray
+
+
+def _check_line(obj: Any, path: str | None, line: int | None) -> tuple[_Ctx, list]:
+    """Stage 1: the line is an object with a non-empty ``nodes`` list (and a matching ``n_nodes``)."""
     if not isinstance(obj, dict):
         raise PoolError("a pool line must be a JSON object", path=path, line=line)
     ctx = _Ctx(path, line, obj.get("problem_id"))
@@ -303,7 +354,11 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
         raise ctx.error("'nodes' must be a non-empty list")
     if "n_nodes" in obj and obj["n_nodes"] != len(nodes):
         raise ctx.error(f"n_nodes={obj['n_nodes']!r} but the line has {len(nodes)} nodes")
+    return ctx, nodes
 
+
+def _node_ids(ctx: _Ctx, nodes: list) -> tuple[list[int], dict[int, int]]:
+    """Integer node ids in line order and their positions; each node is an object with its three keys."""
     ids: list[int] = []
     pos: dict[int, int] = {}
     for k, nd in enumerate(nodes):
@@ -317,8 +372,13 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
             raise ctx.error("duplicate node id", nid)
         pos[nid] = k
         ids.append(nid)
+    return ids, pos
 
-    n = len(nodes)
+
+def _edge_lists(
+    ctx: _Ctx, nodes: list, ids: list[int], pos: dict[int, int]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Parent and child lists as node positions: lists of known, distinct ids, no self-loop."""
     parents: list[list[int]] = []
     children: list[list[int]] = []
     for k, nd in enumerate(nodes):
@@ -338,7 +398,12 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
             if len(set(conv)) != len(conv):
                 raise ctx.error(f"duplicate entries in {key!r}", nid)
             acc.append(conv)
-    for k in range(n):
+    return parents, children
+
+
+def _check_inverse(ctx: _Ctx, ids: list[int], parents: list[list[int]], children: list[list[int]]) -> None:
+    """``children`` must be exactly the inverse of ``parents``."""
+    for k in range(len(ids)):
         for p in parents[k]:
             if k not in children[p]:
                 raise ctx.error(
@@ -352,63 +417,114 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
                     ids[k],
                 )
 
-    pptr, pidx = csr(parents)
-    cptr, cidx = csr(children)
-    order = topological_order(pptr, pidx, cptr, cidx)
+
+def _check_acyclic(ctx: _Ctx, graph: _Graph) -> None:
+    """Refuse a cycle, naming (up to ten of) the nodes on or behind it."""
+    n = len(graph.ids)
+    order = topological_order(graph.parent_ptr, graph.parent_idx, graph.child_ptr, graph.child_idx)
     if len(order) < n:
         on_cycle = sorted(set(range(n)) - set(order))
         raise ctx.error(
-            f"the graph has a cycle through nodes {[ids[v] for v in on_cycle][:10]}", ids[on_cycle[0]]
+            f"the graph has a cycle through nodes {[graph.ids[v] for v in on_cycle][:10]}",
+            graph.ids[on_cycle[0]],
         )
 
-    # Models: first-seen order over nodes (DAG-level model_ids first when given).
+
+def _parse_graph(ctx: _Ctx, nodes: list) -> _Graph:
+    """Stage 2: ids, edges, their consistency and acyclicity."""
+    ids, pos = _node_ids(ctx, nodes)
+    parents, children = _edge_lists(ctx, nodes, ids, pos)
+    _check_inverse(ctx, ids, parents, children)
+    pptr, pidx = csr(parents)
+    cptr, cidx = csr(children)
+    graph = _Graph(ids, pptr, pidx, cptr, cidx)
+    _check_acyclic(ctx, graph)
+    return graph
+
+
+# per model of a node: (template or None when unavailable, rows or pending rows or None)
+_NodeStats = dict[str, tuple[dict | None, Any]]
+
+
+def _node_stats(ctx: _Ctx, nd: dict, nid: int) -> _NodeStats:
+    """Templates and rows of one node per model (rows of multi-model nodes left pending)."""
+    stats: _NodeStats = {}
+    mt = nd.get("model_templates")
+    by_model = nd.get("empirical_samples_by_model") or {}
+    if not isinstance(by_model, dict):
+        raise ctx.error("'empirical_samples_by_model' must be an object", nid)
+    legacy = nd.get("legacy_template_model")
+    if mt:
+        if not isinstance(mt, dict):
+            raise ctx.error("'model_templates' must be an object", nid)
+        for m, tpl in mt.items():
+            m = str(m)
+            t = _parse_template(ctx, tpl, nid, m)
+            rows = by_model.get(m)
+            if rows is None and "empirical_samples" in nd and m == (legacy or DEFAULT_MODEL):
+                rows = nd["empirical_samples"]
+            # rows of an unavailable (imputed) model are ignored
+            r = _PendingRows(rows, nid, m) if (rows and t is not None) else None
+            stats[m] = (t, r)
+    else:
+        tpl = nd.get("template")
+        rows = nd.get("empirical_samples")
+        t = _parse_template(ctx, tpl, nid, DEFAULT_MODEL) if tpl is not None else None
+        r = None
+        if rows and tpl is None:  # statistics from the rows alone
+            r = _parse_rows(ctx, rows, nid, DEFAULT_MODEL)
+            t = _template_from_rows(r)
+        elif rows and t is not None:
+            r = _PendingRows(rows, nid, DEFAULT_MODEL)
+        if t is None:
+            raise ctx.error("no usable statistics for any model (no template, no rows)", nid)
+        stats[DEFAULT_MODEL] = (t, r)
+    if not any(t is not None for t, _ in stats.values()):
+        raise ctx.error("no usable statistics for any model (every model unavailable)", nid)
+    return stats
+
+
+def _parse_statistics(
+    ctx: _Ctx, obj: dict, nodes: list, ids: list[int]
+) -> tuple[tuple[str, ...], list[_NodeStats], list[str | None]]:
+    """Stage 3: per-node statistics, the DAG's model list and each node's legacy model name.
+
+    Models are in first-seen order over the nodes, after the DAG-level
+    ``model_ids`` when given.
+    """
     model_order: dict[str, None] = {}
     for m in obj.get("model_ids") or []:
         model_order.setdefault(str(m), None)
-    per_node: list[dict[str, tuple[dict | None, np.ndarray | None]]] = []
+    per_node: list[_NodeStats] = []
     legacy_names: list[str | None] = []
     for k, nd in enumerate(nodes):
-        nid = ids[k]
-        stats: dict[str, tuple[dict | None, np.ndarray | None]] = {}
-        mt = nd.get("model_templates")
-        by_model = nd.get("empirical_samples_by_model") or {}
-        if not isinstance(by_model, dict):
-            raise ctx.error("'empirical_samples_by_model' must be an object", nid)
-        legacy = nd.get("legacy_template_model")
-        if mt:
-            if not isinstance(mt, dict):
-                raise ctx.error("'model_templates' must be an object", nid)
-            for m, tpl in mt.items():
-                m = str(m)
-                t = _parse_template(ctx, tpl, nid, m)
-                rows = by_model.get(m)
-                if rows is None and "empirical_samples" in nd and m == (legacy or DEFAULT_MODEL):
-                    rows = nd["empirical_samples"]
-                # rows of an unavailable (imputed) model are ignored
-                r = _PendingRows(rows, nid, m) if (rows and t is not None) else None
-                stats[m] = (t, r)
-        else:
-            tpl = nd.get("template")
-            rows = nd.get("empirical_samples")
-            t = _parse_template(ctx, tpl, nid, DEFAULT_MODEL) if tpl is not None else None
-            r = None
-            if rows and tpl is None:  # statistics from the rows alone
-                r = _parse_rows(ctx, rows, nid, DEFAULT_MODEL)
-                t = _template_from_rows(r)
-            elif rows and t is not None:
-                r = _PendingRows(rows, nid, DEFAULT_MODEL)
-            if t is None:
-                raise ctx.error("no usable statistics for any model (no template, no rows)", nid)
-            stats[DEFAULT_MODEL] = (t, r)
-        if not any(t is not None for t, _ in stats.values()):
-            raise ctx.error("no usable statistics for any model (every model unavailable)", nid)
+        stats = _node_stats(ctx, nd, ids[k])
         for m in stats:
             model_order.setdefault(m, None)
         per_node.append(stats)
+        legacy = nd.get("legacy_template_model")
         legacy_names.append(str(legacy) if legacy is not None else None)
-
     _resolve_pending_rows(ctx, per_node)
-    model_ids = tuple(model_order)
+    return tuple(model_order), per_node, legacy_names
+
+
+def _legacy_choice(stats: _NodeStats, legacy_name: str | None, baseline_model: Any) -> str:
+    """The model the legacy template describes (used by the baselines), see docs/semantics.md."""
+    cand = [legacy_name, baseline_model, DEFAULT_MODEL]
+    choice = next((c for c in cand if c is not None and c in stats and stats[c][0] is not None), None)
+    if choice is None:
+        choice = next(m for m in stats if stats[m][0] is not None)
+    return choice
+
+
+def _build_tables(
+    model_ids: tuple[str, ...],
+    per_node: list[_NodeStats],
+    legacy_names: list[str | None],
+    baseline_model: Any,
+) -> dict[str, np.ndarray]:
+    """Stage 4: the (node, model) template tables, the rows in CSR order and the legacy positions."""
+    n = len(per_node)
     mi = {m: j for j, m in enumerate(model_ids)}
     m_count = len(model_ids)
     shape = (n, m_count)
@@ -418,7 +534,6 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
     row_blocks: list[np.ndarray] = []
     row_ptr = np.zeros(n * m_count + 1, dtype=np.int64)
     legacy_pos = np.zeros(n, dtype=np.int64)
-    baseline_model = obj.get("baseline_model")
     empty = np.empty((0, 4))
     for k in range(n):
         stats = per_node[k]
@@ -432,39 +547,53 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
             block = r if (r is not None and t is not None) else empty
             row_blocks.append(block)
             row_ptr[k * m_count + j + 1] = row_ptr[k * m_count + j] + len(block)
-        # the model the legacy template describes (used by the baselines)
-        cand = [legacy_names[k], baseline_model, DEFAULT_MODEL]
-        choice = next((c for c in cand if c is not None and c in stats and stats[c][0] is not None), None)
-        if choice is None:
-            choice = next(m for m in stats if stats[m][0] is not None)
-        legacy_pos[k] = mi[choice]
+        legacy_pos[k] = mi[_legacy_choice(stats, legacy_names[k], baseline_model)]
     rows_all = np.concatenate(row_blocks) if row_blocks else empty
-    meta_keys = ("dag_kind", "problem_id", "baseline_model", "overall_depth", "overall_turns")
+    return dict(
+        available=available,
+        token_cost_mean=token_cost_mean,
+        row_ptr=row_ptr,
+        rows_all=rows_all,
+        legacy_pos=legacy_pos,
+        **arrs,
+    )
+
+
+_META_KEYS = ("dag_kind", "problem_id", "baseline_model", "overall_depth", "overall_turns")
+
+
+def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | None = None) -> DagStats:
+    """Validate one pool line (already JSON-decoded) and build its :class:`DagStats`."""
+    ctx, nodes = _check_line(obj, path, line)
+    graph = _parse_graph(ctx, nodes)
+    model_ids, per_node, legacy_names = _parse_statistics(ctx, obj, nodes, graph.ids)
+    tab = _build_tables(model_ids, per_node, legacy_names, obj.get("baseline_model"))
+    rows_all = tab["rows_all"]
     return DagStats(
         index=index,
         line=line if line is not None else index + 1,
         problem_id=obj.get("problem_id"),
         dag_kind=str(obj.get("dag_kind", "unknown")),
-        node_ids=np.array(ids, dtype=np.int64),
-        parent_ptr=pptr,
-        parent_idx=pidx,
-        child_ptr=cptr,
-        child_idx=cidx,
+        node_ids=np.array(graph.ids, dtype=np.int64),
+        parent_ptr=graph.parent_ptr,
+        parent_idx=graph.parent_idx,
+        child_ptr=graph.child_ptr,
+        child_idx=graph.child_idx,
         model_ids=model_ids,
-        available=available,
-        success_prob=arrs["success_prob"],
-        lat_mean=arrs["lat_mean"],
-        lat_std=arrs["lat_std"],
-        cost_mean=arrs["cost_mean"],
-        token_cost_mean=token_cost_mean,
-        row_ptr=row_ptr,
+        available=tab["available"],
+        success_prob=tab["success_prob"],
+        lat_mean=tab["lat_mean"],
+        lat_std=tab["lat_std"],
+        cost_mean=tab["cost_mean"],
+        token_cost_mean=tab["token_cost_mean"],
+        row_ptr=tab["row_ptr"],
         row_latency=np.ascontiguousarray(rows_all[:, 0]),
         row_success=rows_all[:, 1] > 0.5,
         row_cost=np.ascontiguousarray(rows_all[:, 2]),
         row_token_cost=np.ascontiguousarray(rows_all[:, 3]),
-        legacy_model=legacy_pos,
+        legacy_model=tab["legacy_pos"],
         legacy_model_name=tuple(legacy_names),
-        meta={k: obj[k] for k in meta_keys if k in obj},
+        meta={k: obj[k] for k in _META_KEYS if k in obj},
     )
 
 
@@ -500,6 +629,7 @@ def load_pool(path: str | os.PathLike, indices: Sequence[int] | None = None) -> 
     path = str(path)
     if not os.path.exists(path):
         raise PoolError("pool file not found", path=path)
+    check_input_file(path, "pool file")
     dags: list[DagStats] = []
     offsets: list[int] = []
     with open(path, "rb") as fh:
@@ -554,8 +684,17 @@ Pool.subset = _subset  # type: ignore[attr-defined]
 
 
 def load_index_file(path: str | os.PathLike, pool_size: int | None = None) -> list[int]:
-    """Read an index file (plain list or an object with one of ``INDEX_KEYS``)."""
+    """Read an index file (plain list or an object with one of ``INDEX_KEYS``).
+
+    The one index-file rule of every entry point (``validate``, ``prepare``,
+    the shards): a non-empty list of distinct integers, each a row of the pool
+    when ``pool_size`` is given. An empty or repeating list is refused here
+    rather than by each caller, so no command accepts what another refuses.
+    """
     path = str(path)
+    if not os.path.exists(path):
+        raise PoolError("index file not found", path=path)
+    check_input_file(path, "index file")
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -570,6 +709,13 @@ def load_index_file(path: str | os.PathLike, pool_size: int | None = None) -> li
         data = data[key]
     if not isinstance(data, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in data):
         raise PoolError("index file must hold a list of integers", path=path)
+    if not data:
+        raise PoolError("the index file selects no DAG", path=path)
+    seen: set[int] = set()
+    for i in data:
+        if i in seen:
+            raise PoolError(f"the index file lists DAG {i} twice", path=path)
+        seen.add(i)
     if pool_size is not None:
         for i in data:
             if not (0 <= i < pool_size):

@@ -240,6 +240,84 @@ def test_unknown_dependency_is_an_error(tmp_path, monkeypatch):
         conv.convert_pickle(f)
 
 
+def _write_items(tmp_path, monkeypatch, tc_fields=None, l1_fields=None):
+    """A two-step pickle (tc_1 <- l1) whose step fields can be overridden."""
+    mod = _fake_proofflow_module(monkeypatch)
+    tc = {"id": "tc_1", "dependencies": [], "score": {"semantic_score": 1.0},
+          "formalization": {"rollout_records": [_record(0, True), _record(1, False)]}, "solved_lemma": {}}
+    l1 = {"id": "l1", "dependencies": ["tc_1"], "score": {},
+          "formalization": {"rollout_records": [_record(0, True)]},
+          "solved_lemma": {"rollout_records": [_record(0, True, True, True), _record(1, True, True, True)]}}
+    tc.update(tc_fields or {})
+    l1.update(l1_fields or {})
+    tc = {k: v for k, v in tc.items() if v is not None}
+    items = [_item(mod, "TheoremCondition", tc), _item(mod, "Lemma", l1)]
+    f = tmp_path / "crafted_2.pickle"
+    f.write_bytes(pickle.dumps({"proof_items": items, "nl_proof": "", "llm_call_logs": [], "run_metadata": {}}))
+    return f
+
+
+@pytest.mark.parametrize("bad_id", [None, "", 3.5, ["tc_1"]])
+def test_step_without_a_usable_id_is_named_itself(tmp_path, monkeypatch, bad_id):
+    """A missing id is reported on the step that lacks it, not as another step's unknown dependency."""
+    f = _write_items(tmp_path, monkeypatch, tc_fields={"id": bad_id})
+    with pytest.raises(UserError) as exc:
+        conv.convert_pickle(f)
+    msg = str(exc.value)
+    assert str(f) in msg and "proof item #0 (TheoremCondition)" in msg and "id" in msg, msg
+    assert "depends on unknown" not in msg and "l1" not in msg, msg
+
+
+def test_duplicate_step_id_names_the_pickle_and_step(tmp_path, monkeypatch):
+    f = _write_items(tmp_path, monkeypatch, l1_fields={"id": "tc_1", "dependencies": []})
+    with pytest.raises(UserError) as exc:
+        conv.convert_pickle(f)
+    assert str(f) in str(exc.value) and "duplicate step id" in str(exc.value) and "'tc_1'" in str(exc.value)
+
+
+@pytest.mark.parametrize("latency", [-5.0, float("nan"), 1e200])
+def test_bad_attempt_names_the_pickle_and_the_step_id(tmp_path, monkeypatch, capsys, latency):
+    """Errors found when validating the converted DAG name the pickle and the step id (not the
+    output file, which is never written, nor a node position)."""
+    rec = _record(1, True, True, True)
+    for key in ("total_latency_sec", "infer_latency_sec"):
+        rec[key] = latency
+    f = _write_items(tmp_path, monkeypatch, l1_fields={
+        "solved_lemma": {"rollout_records": [_record(0, True, True, True), rec]}})
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(UserError) as exc:
+        conv.convert_many([f], out)
+    msg = str(exc.value)
+    assert str(f) in msg and "node 'l1'" in msg and "attempt 1" in msg, msg
+    assert "out.jsonl" not in msg and "line 1" not in msg and "node 1" not in msg, msg
+    assert conv.main([str(f), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "node 'l1'" in err and "out.jsonl" not in err and not out.exists()
+
+
+def test_out_directory_is_refused_before_work(tmp_path, capsys):
+    assert conv.main([str(PICKLES[0]), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("gate", ["5", "nan", "-1", "inf", "abc"])
+def test_semantic_gate_outside_unit_interval_is_refused(tmp_path, capsys, gate):
+    out = tmp_path / "p.jsonl"
+    assert conv.main([str(PICKLES[0]), "--out", str(out), "--semantic-gate", gate]) == 2
+    err = capsys.readouterr().err
+    assert "--semantic-gate (flag)" in err and ">= 0 and <= 1" in err, err
+    assert not out.exists()
+    if gate not in ("abc",):
+        with pytest.raises(UserError):
+            conv.convert_pickle(PICKLES[0], semantic_gate=float(gate))
+
+
+@pytest.mark.parametrize("gate", ["0", "1", "0.6"])
+def test_semantic_gate_in_unit_interval_is_accepted(tmp_path, gate):
+    assert conv.main([str(PICKLES[0]), "--out", str(tmp_path / "p.jsonl"), "--semantic-gate", gate]) == 0
+
+
 def test_cli_writes_pool(tmp_path, capsys):
     out = tmp_path / "p.jsonl"
     assert conv.main([str(PICKLES[0]), "--out", str(out)]) == 0
