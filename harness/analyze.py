@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from simulator.engine import REASONS  # every termination reason, event_limit included
 from simulator.errors import UserError
 from simulator.io_utils import atomic_write_text
 from simulator.methods import MCPP
@@ -36,7 +37,6 @@ from .merge import load_report
 from .methods import is_baseline_label
 
 Z95 = 1.959963984540054
-REASONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled")
 COLUMNS = (
     "cell", "dag_idx", "exec_trial", "method", "on_time_success", "success", "total_cost", "makespan",
     "termination_reason", "budget", "deadline", "planner_wall_ms", "total_rollouts",
