@@ -6,12 +6,9 @@ variables of docs/harness.md. The grid expansion itself lives in
 harness/grid.py (imported by everything that needs it).
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from harness.prepare import main_prepare  # noqa: E402
+from harness.prepare import main_prepare
 
 if __name__ == "__main__":
     sys.exit(main_prepare())

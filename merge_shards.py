@@ -7,15 +7,12 @@ RUN_DIR, else $RESULTS_ROOT/$RUN_NAME). See docs/harness.md.
 """
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from harness.cli import run_dir_from_env  # noqa: E402
-from harness.cli_util import run_cli  # noqa: E402
-from harness.merge import IncompleteRun, merge  # noqa: E402
-from harness.rundir import RunDir  # noqa: E402
+from harness.cli import run_dir_from_env
+from harness.cli_util import run_cli
+from harness.merge import IncompleteRun, merge
+from harness.rundir import RunDir
 
 
 def main(argv=None) -> int:

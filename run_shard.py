@@ -8,14 +8,11 @@ See docs/harness.md.
 """
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from harness.cli_util import run_cli  # noqa: E402
-from harness.shard_runner import run_shard  # noqa: E402
-from harness.shards import add_shard_arguments, spec_from_args  # noqa: E402
+from harness.cli_util import run_cli
+from harness.shard_runner import run_shard
+from harness.shards import add_shard_arguments, spec_from_args
 
 
 def main(argv=None) -> int:

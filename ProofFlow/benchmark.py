@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from poolbuild.graph import graph_from_named
 from simulator.errors import UserError
+from simulator.graph import graph_from_named
 
 log = logging.getLogger("proofflow.benchmark")
 

@@ -17,7 +17,7 @@ formalization was judged unfaithful), marking the rows ``semantic_gated``.
 
 Pickles are read with a restricted unpickler (``ProofFlow/safe_pickle.py``).
 
-    python ProofFlow/convert_proofflow_pickle_to_dag_pool.py \\
+    python -m ProofFlow.convert_proofflow_pickle_to_dag_pool \\
         ProofFlow/source_pickles/*.pickle --out ProofFlow/pools/proofflow_real_2dag.jsonl
 """
 
@@ -27,18 +27,14 @@ import argparse
 import logging
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from poolbuild.graph import graph_from_named
-from poolbuild.stats import template_from_rows
 from ProofFlow.lean_check import classify_messages, parse_lean_json_output
 from ProofFlow.safe_pickle import ProofItem, load_proofflow_pickle
 from simulator.errors import UserError, cli_entry
+from simulator.graph import graph_from_named
+from simulator.stats import template_from_rows
 
 log = logging.getLogger("proofflow.convert")
 

@@ -22,7 +22,7 @@ every request of the problem has finished. Resumable: model answers and Lean
 verdicts are journalled under ``<out_dir>/<model>/.journal/``; a rerun skips
 finished problems and never repeats a finished request or Lean check.
 
-    python ProofFlow/run_proofflow_node_rollouts.py --out-dir rollouts/proofflow \\
+    python -m ProofFlow.run_proofflow_node_rollouts --out-dir rollouts/proofflow \\
         --model goedel32b --n 8 \\
         --formalizer-base-url http://localhost:8000/v1 \\
         --formalizer-model Goedel-LM/Goedel-Formalizer-V2-32B \\
@@ -43,24 +43,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from codeflow.llm_client import ChatRequest, ChatResult, ClientConfig, run_many  # noqa: E402
-from ProofFlow.benchmark import (  # noqa: E402
+from codeflow.llm_client import ChatRequest, ChatResult, ClientConfig, run_many
+from ProofFlow.benchmark import (
     DEFAULT_BENCHMARK,
     PROVER_KINDS,
     Problem,
     Step,
     load_benchmark,
 )
-from ProofFlow.lean_check import (  # noqa: E402
+from ProofFlow.lean_check import (
     DEFAULT_TIMEOUT_SEC,
     LEAN_HEADER,
     LeanChecker,
     prepare_source,
 )
-from ProofFlow.prompts import (  # noqa: E402
+from ProofFlow.prompts import (
     extract_lean_code,
     heads_in,
     load_template,
@@ -68,8 +65,8 @@ from ProofFlow.prompts import (  # noqa: E402
     strip_header,
     theorem_head,
 )
-from simulator.errors import UserError, cli_entry  # noqa: E402
-from simulator.io_utils import atomic_write_json, dumps_compact  # noqa: E402
+from simulator.errors import UserError, cli_entry
+from simulator.io_utils import atomic_write_json, dumps_compact
 
 log = logging.getLogger("proofflow.rollouts")
 

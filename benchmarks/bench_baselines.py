@@ -7,7 +7,7 @@ Reports, on one core:
 * JIT compile time (cold numba cache) and cache-load time, apart;
 * peak memory to load a 10,000-DAG pool vs its JSONL size.
 
-    python benchmarks/bench_baselines.py            # writes benchmarks/results_baselines.json
+    python -m benchmarks.bench_baselines            # writes benchmarks/results_baselines.json
 
 Targets (issue 2): < 10 µs per baseline episode averaged over the example
 pool and the 12 baselines; pool memory < 3x its JSONL size.
@@ -25,11 +25,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-
 EXAMPLE = ROOT / "examples" / "example_pool.jsonl"
 
 
@@ -77,7 +75,6 @@ def jit_times() -> dict:
     code = textwrap.dedent(
         f"""
         import sys, time
-        sys.path.insert(0, {str(ROOT)!r})
         t0 = time.perf_counter()
         from simulator.pool import load_pool
         from simulator.arrays import dag_arrays, CostSetting
@@ -95,7 +92,8 @@ def jit_times() -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         for label in ("cold_compile", "warm_cache"):
-            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            res = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                                 check=True)
             imp, first = map(float, res.stdout.split())
             out[label] = {"import_and_load_s": imp, "first_calls_s": first}
     return out
@@ -106,7 +104,7 @@ def pool_memory(n_dags: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "big.jsonl")
         subprocess.run(
-            [sys.executable, "-m", "simulator.synthetic", "--topology", f"layered:{n_dags}",
+            [sys.executable, "-m", "poolbuild.synthetic", "--topology", f"layered:{n_dags}",
              "--n-nodes", "5-16", "--rows", "16", "--seed", "1", "--out", path],
             cwd=ROOT, check=True, capture_output=True,
         )
@@ -114,7 +112,6 @@ def pool_memory(n_dags: int) -> dict:
         code = textwrap.dedent(
             f"""
             import resource, sys, time
-            sys.path.insert(0, {str(ROOT)!r})
             import numpy, json
             from simulator.pool import load_pool
             def rss():
@@ -130,7 +127,7 @@ def pool_memory(n_dags: int) -> dict:
             print(before, peak, rss(), t1 - t0, len(pool))
             """
         )
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
         before, peak, after, secs, n = res.stdout.split()
         before, peak, after = int(before), int(peak), int(after)
     return {
@@ -159,7 +156,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "layered20.jsonl")
         subprocess.run(
-            [sys.executable, "-m", "simulator.synthetic", "--topology", "layered:20", "--n-nodes", "20-20",
+            [sys.executable, "-m", "poolbuild.synthetic", "--topology", "layered:20", "--n-nodes", "20-20",
              "--rows", "16", "--seed", "3", "--out", path],
             cwd=ROOT, check=True, capture_output=True,
         )

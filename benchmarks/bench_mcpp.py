@@ -2,7 +2,7 @@
 
 Run by hand (timings depend on the machine and its load)::
 
-    python benchmarks/bench_mcpp.py [--quick]
+    python -m benchmarks.bench_mcpp [--quick]
 
 Writes ``benchmarks/results_mcpp.json``. Workloads: the first decision of
 every DAG of the example pool (nominal budget and deadline) and of three
@@ -27,28 +27,24 @@ from pathlib import Path
 import numba
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.episode import run_policy_episode
+from simulator.io_utils import atomic_write_json
+from simulator.mc_portfolio_policy import MCPortfolioPolicy
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import load_pool, pool_from_objects
+from simulator.testing import first_view, layered_dag
 
-from simulator.arrays import CostSetting, dag_arrays  # noqa: E402
-from simulator.episode import run_policy_episode  # noqa: E402
-from simulator.io_utils import atomic_write_json  # noqa: E402
-from simulator.mc_portfolio_policy import MCPortfolioPolicy  # noqa: E402
-from simulator.nominal import nominal_budget, nominal_deadline  # noqa: E402
-from simulator.pool import load_pool, pool_from_objects  # noqa: E402
-from tests.mcpp_dags import layered_dag  # noqa: E402
-from tests.test_mcpp_policy import first_view  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 JIT_SCRIPT = r"""
 import sys, time
 t0 = time.perf_counter()
-sys.path.insert(0, {root!r})
 from simulator.arrays import CostSetting, dag_arrays
 from simulator.mc_portfolio_policy import MCPortfolioPolicy
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import pool_from_objects
-from tests.mcpp_dags import layered_dag
-from tests.test_mcpp_policy import first_view
+from simulator.testing import first_view, layered_dag
 pool = pool_from_objects([layered_dag(1, n_nodes=6)])
 arr = dag_arrays(pool, 0, CostSetting())
 pol = MCPortfolioPolicy(M=4, max_candidate_actions=20)
@@ -65,7 +61,7 @@ def jit_seconds() -> dict:
     with tempfile.TemporaryDirectory() as cache:
         for label in ("cold_compile", "warm_cache"):
             env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-            p = subprocess.run([sys.executable, "-c", JIT_SCRIPT.format(root=str(ROOT))], env=env,
+            p = subprocess.run([sys.executable, "-c", JIT_SCRIPT], env=env, cwd=ROOT,
                                capture_output=True, text=True, check=True)
             imp, jit = map(float, p.stdout.split())
             out[label] = {"import_s": imp, "first_decision_overhead_s": jit}

@@ -7,9 +7,9 @@ and reports per phase the wall time, the CPU time of the shard processes and
 the parallel efficiency T(1) / (2 x T(2)) of the shard phase. It also checks
 that both runs produced the same records (timing fields aside).
 
-    python3 benchmarks/bench_run.py                 # 10 trials, harness MCPP defaults
-    python3 benchmarks/bench_run.py --trials 3      # quicker
-    python3 benchmarks/bench_run.py --write-readme  # also update benchmarks/README.md
+    python3 -m benchmarks.bench_run                 # 10 trials, harness MCPP defaults
+    python3 -m benchmarks.bench_run --trials 3      # quicker
+    python3 -m benchmarks.bench_run --write-readme  # also update benchmarks/README.md
 
 The machine load (1-minute load average) is printed and recorded with the
 numbers: on a shared machine it explains most of the noise.
@@ -28,7 +28,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 START = "<!-- bench_run:start -->"
 END = "<!-- bench_run:end -->"
@@ -112,7 +111,7 @@ def markdown(res: dict) -> str:
         f"Measured {res['date']} on `{res['host']}` ({res['cpus']} cores, Python {res['python']}); 1-minute load "
         f"average before/after: {res['load_before']:.1f} / {res['load_after']:.1f} (the machine is shared: "
         "a load above the core count inflates wall times and lowers the efficiency). "
-        "Reproduce: `python3 benchmarks/bench_run.py --write-readme`.",
+        "Reproduce: `python3 -m benchmarks.bench_run --write-readme`.",
         END,
     ]
     return "\n".join(lines)

@@ -1,34 +1,32 @@
 """Measure MCPP's options against the faithful default on the same DAGs, cells and trials.
 
-Options (``policies.md``, improvements): ``candidate_generator=corrected``,
+Options (``docs/policies.md``, improvements): ``candidate_generator=corrected``,
 ``evaluation=crn`` and ``evaluation=halving``. Execution randomness is keyed
 by (seed, DAG, trial, node, model, attempt), so every variant meets the same
 luck: differences are paired. Reports on-time completion probability, the
 paired difference to the faithful default with a 95% interval, and planner
 time per decision. Run by hand::
 
-    python benchmarks/mcpp_options.py [--dags 6] [--trials 16] [--out benchmarks/results_mcpp_options.json]
+    python -m benchmarks.mcpp_options [--dags 6] [--trials 16] [--out benchmarks/results_mcpp_options.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.episode import run_policy_episode
+from simulator.io_utils import atomic_write_json
+from simulator.mc_portfolio_policy import MCPortfolioPolicy
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import load_pool
+from simulator.scoring import paired_difference, wilson_interval
 
-from simulator.arrays import CostSetting, dag_arrays  # noqa: E402
-from simulator.episode import run_policy_episode  # noqa: E402
-from simulator.io_utils import atomic_write_json  # noqa: E402
-from simulator.mc_portfolio_policy import MCPortfolioPolicy  # noqa: E402
-from simulator.nominal import nominal_budget, nominal_deadline  # noqa: E402
-from simulator.pool import load_pool  # noqa: E402
-from simulator.scoring import paired_difference, wilson_interval  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 VARIANTS = {
     "faithful": {},

@@ -109,21 +109,21 @@ def _prepare_or_load(args) -> RunDir:
 
 
 def act_local(args) -> int:
-    from .status import render_status
+    from .status import release_dead_claims, render_status, unfinished_message
     from .worker import run_local
 
     rd = _prepare_or_load(args)
     n = n_workers()
+    release_dead_claims(rd)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
     run_local(rd, n, worker_options(), progress=not args.no_progress)
     stale = _float_env("STALE_SECONDS", 120.0)
-    text = render_status(rd, stale)
     from .state import ShardState
 
     st = ShardState(rd.state)
     if not all(st.is_done(s.shard_id) for s in rd.shards):
-        print(text)
-        print("local: not every shard finished; fix the failures above, then run `local` again", file=sys.stderr)
+        print(render_status(rd, stale))
+        print(unfinished_message(rd, stale), file=sys.stderr)
         return 1
     from .analyze import analyze_run
     from .merge import merge
@@ -168,10 +168,12 @@ def act_task(args) -> int:
 def act_auto(args) -> int:
     import signal
 
+    from .status import release_dead_claims
     from .worker import ShardRunner, auto_loop
 
     rd = run_dir_from_env()
     runner = ShardRunner(rd, worker_options())
+    release_dead_claims(rd)
 
     def on_term(signum, frame):  # pragma: no cover - signal path
         runner.stop.set()
@@ -185,8 +187,10 @@ def act_auto(args) -> int:
 
 def act_slurm(args) -> int:
     from .slurm import submit
+    from .status import release_dead_claims
 
     rd = _prepare_or_load(args)
+    release_dead_claims(rd)  # e.g. tasks of an earlier, scancel-ed array: their shards run again
     submit(rd, os.environ)
     return 0
 

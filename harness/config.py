@@ -25,13 +25,14 @@ from simulator.errors import ConfigError
 from simulator.methods import MCPP, resolve_methods
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import Pool, load_index_file, load_pool
+from simulator.settings import check_mcpp_model_names, check_seed, check_trials
 
 from .grid import Grid, resolve_grid
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_POOL = os.path.join(REPO, "examples", "example_pool.jsonl")
 DEFAULT_RESULTS_ROOT = os.path.join(REPO, "results", "runs")
-HARNESS_MCPP_DEFAULTS = {"max_candidate_actions": 2048}  # harness.md: the shell harness sets 2048
+HARNESS_MCPP_DEFAULTS = {"max_candidate_actions": 2048}  # docs/harness.md: the shell harness sets 2048
 
 #: (variable, default shown by prepare, meaning). Result-changing ones go into run.json.
 ENV_VARS: list[tuple[str, str, str]] = [
@@ -64,7 +65,7 @@ ENV_VARS: list[tuple[str, str, str]] = [
     ("HEARTBEAT_SECONDS", "10", "heartbeat period of a running shard"),
     ("STALE_SECONDS", "120", "heartbeat age after which `resume` releases a claim"),
 ]
-MC_DEFAULT_TEXT = "policies.md defaults; MC_PORTFOLIO_MAX_CANDIDATE_ACTIONS=2048"
+MC_DEFAULT_TEXT = "docs/policies.md defaults; MC_PORTFOLIO_MAX_CANDIDATE_ACTIONS=2048"
 
 
 def _env(env: Mapping[str, str], name: str) -> str:
@@ -132,7 +133,6 @@ class RunConfig:
     planning: dict[str, Any]
     dags_per_shard: int
     python: str = field(default_factory=lambda: sys.executable or "python3")
-    dropped_methods: list[str] = field(default_factory=list)
     env_resolved: dict[str, str] = field(default_factory=dict)
     nominal_summary: dict[str, Any] = field(default_factory=dict)
 
@@ -173,15 +173,6 @@ def settings_fingerprint(settings: Mapping[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------
-
-
-def mcpp_available() -> bool:
-    """Whether the MCPP policy module is installed (it registers itself on import)."""
-    try:
-        from simulator import mc_portfolio_policy  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def resolve_mcpp(env: Mapping[str, str]) -> dict[str, Any]:
@@ -266,7 +257,7 @@ def default_dags_per_shard(n_dags: int, methods: list[str]) -> int:
 
 
 def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True) -> RunConfig:
-    """Read and validate the harness variables (``harness.md``); raises UserError."""
+    """Read and validate the harness variables (``docs/harness.md``); raises UserError."""
     env = dict(os.environ if env is None else env)
     # --- cheap checks first: nothing below reads the pool ------------------------
     grid = resolve_grid(env)
@@ -275,14 +266,9 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     latency_dist = _env(env, "LATENCY_DIST") or "lognormal"
     if latency_dist not in LATENCY_DISTS:
         raise ConfigError(f"LATENCY_DIST={latency_dist!r}: choose one of {', '.join(LATENCY_DISTS)}")
-    n_trials = _int(env, "N_EXEC_TRIALS", 100, lo=1)
-    seed = _int(env, "SEED", 42, lo=0)
-    dropped: list[str] = []
-    if MCPP in methods and not mcpp_available():
-        methods = [m for m in methods if m != MCPP]
-        dropped.append(MCPP)
-        if not methods:
-            raise ConfigError("METHOD_SET selects only MCPP, which is not installed (simulator.mc_portfolio_policy)")
+    # the rules the command line uses too (simulator.settings)
+    n_trials = check_trials(_env(env, "N_EXEC_TRIALS") or 100, "N_EXEC_TRIALS", "environment")
+    seed = check_seed(_env(env, "SEED") or 42, "SEED", "environment")
     mcpp = resolve_mcpp(env) if MCPP in methods else {}
     planning = resolve_planning(env)
     money = cost_mode == "output_money_cost_mean"
@@ -298,6 +284,8 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     dags = _select_dags(env, len(full))
     pool = full.subset(dags, source=pool_path)
     pool_models = list(full.model_ids)
+    if mcpp.get("model_ids"):
+        check_mcpp_model_names(mcpp["model_ids"], pool_models, "MC_PORTFOLIO_MODEL_IDS", "environment")
     suite = _parse_suite(env, pool_models)
     dps_text = _env(env, "DAGS_PER_SHARD")
     if dps_text and dps_text.lower() != "auto":
@@ -325,7 +313,6 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         planning=planning,
         dags_per_shard=dags_per_shard,
         python=_env(env, "PYTHON") or sys.executable or "python3",
-        dropped_methods=dropped,
     )
     cfg.env_resolved = _resolved_table(env, cfg)
     if check_dags:

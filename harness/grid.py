@@ -11,7 +11,7 @@ deadline of the group.
 
 Axis values are either ``absolute`` (in the cost mode's unit, seconds for
 deadlines) or ``ratio`` (a multiple of the DAG's nominal budget / deadline,
-``simulator.nominal``). Sources, by priority (``harness.md``):
+``simulator.nominal``). Sources, by priority (``docs/harness.md``):
 
 1. ``BUDGET_DEADLINE_VALUES_MAP``: ``B1:D1,D2;B2:D1,D3`` (``|`` may separate
    deadlines too), absolute values;
@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simulator.errors import ConfigError
+from simulator.settings import check_budget, check_deadline
 
 ABSOLUTE = "absolute"
 RATIO = "ratio"
@@ -76,7 +77,7 @@ class AxisValue:
         kind, _, val = text.partition(":")
         if kind not in (ABSOLUTE, RATIO) or not val:
             raise ConfigError(f"axis value {text!r} must look like 'ratio:0.5' or 'absolute:1000'")
-        return AxisValue(kind, _number(val, "axis value", allow_inf=kind == ABSOLUTE))
+        return AxisValue(kind, _number(val, "axis value", allow_inf=kind == ABSOLUTE, source="job line"))
 
 
 @dataclass(frozen=True)
@@ -185,19 +186,15 @@ def _describe(v: AxisValue, what: str) -> str:
 # ----------------------------------------------------------------------------
 
 
-def _number(text: str, what: str, allow_inf: bool = False) -> float:
-    t = text.strip()
-    try:
-        x = float(t)
-    except ValueError:
-        raise ConfigError(f"{what}: {t!r} is not a number") from None
-    if math.isnan(x):
-        raise ConfigError(f"{what}: NaN is not allowed")
-    if math.isinf(x) and not (allow_inf and x > 0):
-        raise ConfigError(f"{what}: {t!r} must be finite")
-    if x <= 0:
-        raise ConfigError(f"{what}: {t!r} must be positive")
-    return x
+def _number(text: str, what: str, allow_inf: bool = False, source: str | None = "environment") -> float:
+    """An axis value by the rules every entry point shares (:mod:`simulator.settings`).
+
+    Finite and > 0 (a budget, a ratio); with ``allow_inf`` (an absolute
+    deadline) ``inf`` is allowed too.
+    """
+    if allow_inf:
+        return check_deadline(text.strip(), what, source)
+    return check_budget(text.strip(), what, source)
 
 
 def parse_value_list(text: str, what: str, allow_inf: bool = False) -> list[float]:

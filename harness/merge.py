@@ -38,7 +38,7 @@ class IncompleteRun(UserError):
 def _check_file(path: str, dag: int, expected: set, cells: set) -> tuple[str, set, dict[str, list[str]]]:
     """(problem or '', present keys, raw lines per cell) of one per-DAG file."""
     if not os.path.exists(path):
-        return "file missing", set(), {}
+        return "file missing", set(), {c: [] for c in cells}
     present: set = set()
     lines: dict[str, list[str]] = {c: [] for c in cells}
     problem = ""
@@ -81,6 +81,8 @@ def merge(rd: RunDir, out=print) -> dict:
             for dag in dags:
                 path = dag_output_path(rd.outputs, group, dag)
                 problem, present, lines = _check_file(path, dag, expected, set(group_cells))
+                for c in group_cells:  # present records count even in a bad file: present + missing = expected
+                    counts[c] += len(lines[c])
                 if problem:
                     missing = expected - present
                     added = False
@@ -100,7 +102,6 @@ def merge(rd: RunDir, out=print) -> dict:
                     continue
                 for c in group_cells:
                     writers[c].writelines(lines[c])
-                    counts[c] += len(lines[c])
         for w in writers.values():
             w.close()
         report = {
@@ -114,6 +115,7 @@ def merge(rd: RunDir, out=print) -> dict:
             "cells": [{**c, "n_records": counts[c["cell"]]} for c in cells],
             "n_records": sum(counts.values()),
             "expected_records": len(dags) * n_trials * len(labels) * len(cells),
+            "n_missing": sum(g["n_missing"] for g in gaps),
             "missing": gaps,
             "missing_dags": sorted({g["dag_idx"] for g in gaps}),
             "missing_methods": sorted({m for g in gaps for m in g["missing_methods"]}, key=labels.index),
@@ -186,11 +188,10 @@ def cell_params(run: dict, cell: dict, n_records: int) -> dict:
 def describe_gaps(report: dict, rd: RunDir) -> str:
     gaps = report["missing"]
     labels = report["method_labels"]
-    n_missing = sum(g["n_missing"] for g in gaps)
     mm = report["missing_methods"]
     lines = [
-        f"merge: INCOMPLETE run {rd.path}: {n_missing} of {report['expected_records']} records missing "
-        f"({len(gaps)} (cell, DAG) gaps)",
+        f"merge: INCOMPLETE run {rd.path}: {report['n_records']} of {report['expected_records']} records present, "
+        f"{report['n_missing']} missing ({len(gaps)} (cell, DAG) gaps)",
         f"  missing DAGs: {compress_ints(report['missing_dags'])}",
         f"  missing methods: {', '.join(mm) if len(mm) < len(labels) else f'all {len(labels)}: ' + ', '.join(mm)}",
         f"  missing trials: {report['missing_trials']}",

@@ -22,7 +22,7 @@ from simulator.io_utils import atomic_write_json, atomic_write_text
 
 from .config import REPO, RunConfig, resolve_config
 from .grid import format_value
-from .rundir import RunDir
+from .rundir import OUTPUTS, STATE, RunDir
 from .shards import layout_shards, verify_shard
 from .state import ShardState
 
@@ -101,7 +101,6 @@ def run_record(cfg: RunConfig, shards, rd: RunDir) -> dict:
         "pool": {"path": cfg.pool_path, "sha256": cfg.pool_sha256, "rows": cfg.pool_rows, "models": cfg.pool_models},
         "cells": [c.to_json() for c in cfg.grid.cells()],
         "method_labels": [m.to_json() for m in method_labels(cfg.methods, cfg.baseline_suite)],
-        "dropped_methods": cfg.dropped_methods,
         "nominal_summary": cfg.nominal_summary,
         "layout": {"dags_per_shard": cfg.dags_per_shard, "n_shards": len(shards)},
         "python": cfg.python,
@@ -120,7 +119,7 @@ def prepare(
     """Validate the configuration and (re)write the run's job list; see the module docstring."""
     cfg = resolve_config(env)
     rd = RunDir(cfg.run_dir)
-    shards = layout_shards(cfg, rd.outputs, rd.state)
+    shards = layout_shards(cfg, OUTPUTS, STATE)  # relative: job lines run in the run directory
     record = run_record(cfg, shards, rd)
     state = ShardState(rd.state) if os.path.exists(rd.state) else None
     if os.path.exists(rd.run_json):
@@ -174,11 +173,6 @@ def describe(cfg: RunConfig, record: dict, rd: RunDir, n_done: int) -> str:
     width = max(len(k) for k in cfg.env_resolved)
     for k, v in cfg.env_resolved.items():
         lines.append(f"  {k.ljust(width)} = {v}")
-    if cfg.dropped_methods:
-        lines.append(
-            f"  WARNING: {', '.join(cfg.dropped_methods)} is not installed (simulator.mc_portfolio_policy); "
-            "running the other methods only"
-        )
     if cfg.planning:
         lines.append(f"  planning statistics (robustness): {cfg.planning}")
     lines.append(cfg.grid.describe())

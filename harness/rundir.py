@@ -11,8 +11,11 @@
     <run>/analysis/           tables (CSV + Parquet), report.md, plots/*.png
     <run>/archive/<time>/     what ``prepare --force`` moved aside (never deleted)
 
-Every path is derived from the run directory itself, so a run directory can
-be moved or copied and still be merged and analysed.
+Every path is derived from the run directory itself, and the paths written
+inside a run (job lines, ``run.json``) are relative to it (job lines run with
+the run directory as working directory), so a run directory moved or copied
+elsewhere (``cp -a``, another machine) works on its own files: it can be
+resumed, repaired, merged and analysed without touching the original.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from functools import cached_property
 from simulator.errors import ConfigError
 
 from .shards import ShardSpec
+
+#: Run-internal directories, as written (relative) into job lines and run.json.
+OUTPUTS = "outputs"
+STATE = "state"
 
 
 class RunDir:
@@ -45,11 +52,11 @@ class RunDir:
 
     @property
     def outputs(self) -> str:
-        return self.p("outputs")
+        return self.p(OUTPUTS)
 
     @property
     def state(self) -> str:
-        return self.p("state")
+        return self.p(STATE)
 
     @property
     def logs(self) -> str:
@@ -82,7 +89,8 @@ class RunDir:
 
     @cached_property
     def shards(self) -> list[ShardSpec]:
-        return [ShardSpec.from_json(s) for s in self.run["shards"]]
+        """The shards, their outputs and progress files inside this directory (wherever it is now)."""
+        return [ShardSpec.from_json(s).relative_to(self.path) for s in self.run["shards"]]
 
     def job_lines(self) -> list[str]:
         try:

@@ -19,6 +19,7 @@ redone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -98,6 +99,17 @@ class ShardSpec:
 
     def labels(self):
         return method_labels(self.methods, self.baseline_suite)
+
+    def relative_to(self, run_dir: str) -> ShardSpec:
+        """This spec with its run-internal paths (outputs, progress file) resolved against ``run_dir``.
+
+        Absolute paths (a run prepared before paths became relative) are kept.
+        """
+        return dataclasses.replace(
+            self,
+            out_dir=os.path.join(run_dir, self.out_dir),
+            progress_file=os.path.join(run_dir, self.progress_file) if self.progress_file else None,
+        )
 
     def dag_output(self, dag: int, out_dir: str | None = None) -> str:
         return dag_output_path(out_dir or self.out_dir, self.group, dag)
@@ -284,7 +296,11 @@ def verify_shard(spec: ShardSpec, out_dir: str | None = None) -> dict[int, FileC
 
 
 def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
-    """Cut the run into shards: budget group x DAG slice (``cfg.dags_per_shard`` DAGs)."""
+    """Cut the run into shards: budget group x DAG slice (``cfg.dags_per_shard`` DAGs).
+
+    ``prepare`` passes ``out_dir`` and ``state_dir`` relative to the run
+    directory (job lines run there), so a moved or copied run works on itself.
+    """
     shards: list[ShardSpec] = []
     k = cfg.dags_per_shard
     for g in cfg.grid.groups:

@@ -140,6 +140,41 @@ def slurm_states(rd: RunDir) -> dict[str, str]:
     return states
 
 
+TERMINAL_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+                   "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED")  # fmt: skip
+
+
+def tasks_alive(tasks: set[str]) -> dict[str, bool | None]:
+    """{task id ('123_4' or '123'): queued or running?} from squeue; None where squeue cannot tell.
+
+    One squeue call per job. A job squeue no longer knows ("Invalid job id")
+    is gone; a listed task in a terminal state too. No squeue, or any other
+    squeue failure, means unknown (never "gone": a claim is only stale for a
+    certain reason).
+    """
+    out: dict[str, bool | None] = {t: None for t in tasks}
+    if not tasks or shutil.which("squeue") is None:
+        return out
+    for job in sorted({t.split("_", 1)[0] for t in tasks}):
+        try:
+            p = subprocess.run(["squeue", "-h", "-r", "-j", job, "-o", "%i|%T"], capture_output=True, text=True,
+                               timeout=60)  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if p.returncode != 0 and "invalid job id" not in (p.stderr + p.stdout).lower():
+            continue
+        live = set()
+        if p.returncode == 0:
+            for line in p.stdout.splitlines():
+                parts = line.split("|")
+                if len(parts) >= 2 and parts[1].strip() not in TERMINAL_STATES:
+                    live.add(parts[0].strip())
+        for t in tasks:
+            if t.split("_", 1)[0] == job:
+                out[t] = t in live
+    return out
+
+
 def status_lines(rd: RunDir) -> list[str]:
     subs = submissions(rd)
     if not subs:

@@ -3,7 +3,11 @@
 Files under ``<run>/state`` (``sid`` = ``s00042``):
 
 * ``sid.claim``  created with O_CREAT|O_EXCL: exactly one worker wins a claim;
-  holds the worker id, host, pid, time.
+  holds the worker id, host, pid (and the process start time, so a reused
+  pid is not mistaken for the owner), time and, in a SLURM task, the task id.
+  A claim whose owner is certainly gone — its process no longer exists on
+  this host, or its SLURM task is no longer queued or running — is stale at
+  once (:func:`claim_gone`), whatever its heartbeat age.
 * ``sid.heartbeat``  rewritten every HEARTBEAT_SECONDS by the claiming worker
   (time and progress); ``resume`` releases claims whose heartbeat is older
   than STALE_SECONDS (the heartbeat, not the outputs: an MCPP DAG can take
@@ -31,6 +35,60 @@ from simulator.io_utils import atomic_write_json
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of a process (clock ticks since boot, Linux ``/proc``), or None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else None
+
+
+def process_alive(pid: int, start: str | None = None) -> bool:
+    """Whether process ``pid`` exists on this host (and, if ``start`` is known, is the same process)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by another user
+    if start is not None:
+        now = process_start(pid)
+        if now is not None and now != start:
+            return False  # the pid was reused by another process
+    return True
+
+
+def slurm_task_id(env: dict | None = None) -> str | None:
+    """``<array job>_<task>`` (or the job id) when running inside a SLURM job, else None."""
+    env = os.environ if env is None else env
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+    return env.get("SLURM_JOB_ID") or None
+
+
+def claim_gone(rec: dict, slurm_alive: bool | None = None) -> str | None:
+    """Why the owner of a claim is certainly gone, or None when it may be alive.
+
+    Two certain signs: the claim was made on this host and its process no
+    longer exists; or it was made in a SLURM task and squeue no longer lists
+    that task (``slurm_alive`` False; None = unknown, e.g. squeue missing).
+    A claim from another host without SLURM is judged by its heartbeat only.
+    """
+    task = rec.get("slurm_job")
+    if task and slurm_alive is False:
+        return f"its SLURM task {task} is gone (not queued or running in squeue)"
+    pid = rec.get("pid")
+    if rec.get("host") == socket.gethostname() and isinstance(pid, int):
+        if not process_alive(pid, rec.get("pid_start")):
+            return f"its worker process {pid} on this host is gone"
+    return None
 
 
 class ShardState:
@@ -103,6 +161,12 @@ class ShardState:
         except FileExistsError:
             return False
         rec = {"worker": worker, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+        start = process_start(os.getpid())
+        if start is not None:
+            rec["pid_start"] = start
+        task = slurm_task_id()
+        if task:
+            rec["slurm_job"] = task
         rec.update(extra or {})
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(rec, fh)
@@ -123,6 +187,36 @@ class ShardState:
             return True
         except FileNotFoundError:
             return False
+
+    def break_claim(self, sid: str, worker: str) -> bool:
+        """Remove the claim only if ``worker`` (a dead owner) still holds it.
+
+        Safe against a concurrent worker that releases the same dead claim and
+        claims the shard anew: the claim is first renamed aside atomically; if
+        it turns out to be someone else's, it is put back (``os.link`` fails if
+        a third worker claimed meanwhile — then two workers run the shard, which
+        is harmless: outputs are deterministic and replaced atomically).
+        """
+        src = self.f(sid, "claim")
+        aside = f"{src}.break-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(src, aside)
+        except FileNotFoundError:
+            return False
+        try:
+            with open(aside, encoding="utf-8") as fh:
+                rec = json.loads(fh.read() or "{}")
+        except (OSError, json.JSONDecodeError):
+            rec = {}
+        if rec.get("worker", "") in (worker, ""):
+            os.unlink(aside)
+            return True
+        try:
+            os.link(aside, src)
+        except FileExistsError:
+            pass
+        os.unlink(aside)
+        return False
 
     def heartbeat(self, sid: str, worker: str, progress: dict | None = None) -> None:
         if self.owner(sid) not in (worker, ""):

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from .rundir import RunDir
-from .state import ShardState
+from .state import ShardState, claim_gone
 
 
 @dataclass
@@ -23,10 +23,26 @@ class ShardStatus:
     wall_s: float | None = None
 
 
+def _slurm_liveness(st: ShardState, specs) -> dict[str, bool | None]:
+    tasks = set()
+    for spec in specs:
+        rec = st.read(spec.shard_id, "claim")
+        if rec and rec.get("slurm_job"):
+            tasks.add(str(rec["slurm_job"]))
+    if not tasks:
+        return {}
+    from .slurm import tasks_alive
+
+    return tasks_alive(tasks)
+
+
 def collect(rd: RunDir, stale_seconds: float) -> list[ShardStatus]:
+    """Every shard's state. A claim is ``stale`` when its heartbeat is older than ``stale_seconds``, or at
+    once when its owner is certainly gone (:func:`harness.state.claim_gone`; ``note`` says why)."""
     specs = rd.shards  # first: a readable error (and no directory created) when the run is not prepared
     st = ShardState(rd.state)
     now = time.time()
+    slurm_alive = _slurm_liveness(st, specs)
     out = []
     for spec in specs:
         sid = spec.shard_id
@@ -48,9 +64,11 @@ def collect(rd: RunDir, stale_seconds: float) -> list[ShardStatus]:
             hb = st.read(sid, "heartbeat") or {}
             prog = st.read(sid, "progress") or {}
             done = int(max(prog.get("done", 0), hb.get("done", 0)) if prog or hb else 0)
-            state = "stale" if age is not None and age > stale_seconds else "running"
+            gone = claim_gone(claim, slurm_alive.get(str(claim.get("slurm_job", ""))))
+            state = "stale" if gone or (age is not None and age > stale_seconds) else "running"
+            note = gone or (f"heartbeat older than {stale_seconds:g}s" if state == "stale" else "")
             out.append(ShardStatus(spec.shard, sid, state, units, min(done, units), age,
-                                   str(claim.get("worker", "")), len(fails)))  # fmt: skip
+                                   str(claim.get("worker", "")), len(fails), note=note))  # fmt: skip
             continue
         out.append(ShardStatus(spec.shard, sid, "pending", units, 0, failures=len(fails)))
     return out
@@ -99,7 +117,7 @@ def render_status(rd: RunDir, stale_seconds: float, verbose: bool = False, slurm
         if s.state in ("running", "stale"):
             extra = f" heartbeat {_fmt_s(s.heartbeat_age)} ago, {pct:5.1f}% ({s.done_units}/{s.units}), {s.worker}"
             if s.state == "stale":
-                extra += "  <- stale: `run_experiment.sh resume` releases it"
+                extra += f"  <- stale ({s.note}): `run_experiment.sh resume` releases it"
         elif s.state == "failed":
             extra = f" after {s.failures} tries: {s.note}  (log: {s.worker})"
         elif s.state == "done" and s.wall_s:
@@ -132,17 +150,53 @@ def render_status(rd: RunDir, stale_seconds: float, verbose: bool = False, slurm
 
 
 def resume(rd: RunDir, stale_seconds: float, retry_failed: bool = False, out=print) -> int:
-    """Release claims whose heartbeat is older than ``stale_seconds``; optionally un-fail shards."""
+    """Release stale claims (old heartbeat, or an owner that is certainly gone); optionally un-fail shards."""
     st = ShardState(rd.state)
     released = []
     for s in collect(rd, stale_seconds):
-        if s.state == "stale" and st.release(s.sid):
+        if s.state == "stale" and st.break_claim(s.sid, s.worker):
             released.append(s.sid)
         if retry_failed and s.state == "failed":
             st.clear_failed(s.sid)
             out(f"{s.sid}: failed marker cleared (pending again)")
     if released:
-        out(f"released {len(released)} stale claim(s) (heartbeat older than {stale_seconds:.0f}s): {released}")
+        out(f"released {len(released)} stale claim(s) (owner gone, or heartbeat older than {stale_seconds:g}s): "
+            f"{released}")  # fmt: skip
     else:
-        out(f"no stale claims (heartbeat older than {stale_seconds:.0f}s)")
+        out(f"no stale claims (no owner gone, no heartbeat older than {stale_seconds:g}s)")
     return len(released)
+
+
+def release_dead_claims(rd: RunDir, out=print) -> list[str]:
+    """Release the claims whose owner is certainly gone (never judged by heartbeat age).
+
+    ``local``, ``auto`` and ``slurm`` call this before they start, so a run
+    whose workers were SIGKILLed or ``scancel``-ed continues without
+    ``resume``; claims of live workers elsewhere are left alone.
+    """
+    st = ShardState(rd.state)
+    released = []
+    for s in collect(rd, float("inf")):
+        if s.state == "stale" and st.break_claim(s.sid, s.worker):
+            released.append(s.sid)
+            out(f"{s.sid}: released the claim of {s.worker}: {s.note}")
+    return released
+
+
+def unfinished_message(rd: RunDir, stale_seconds: float) -> str:
+    """Why a ``local`` run ended with shards not done: failed ones, or ones other workers hold."""
+    shards = collect(rd, stale_seconds)
+    failed = [s.sid for s in shards if s.state == "failed"]
+    held = [s for s in shards if s.state in ("running", "stale")]
+    pending = [s.sid for s in shards if s.state == "pending"]
+    parts = []
+    if failed:
+        parts.append(f"shards {failed} FAILED: fix the failures above (their logs), then "
+                     "`run_experiment.sh resume --retry-failed` and `local` again")  # fmt: skip
+    if held:
+        ids = [s.sid for s in held]
+        parts.append(f"shards {ids} are claimed by other workers ({', '.join(sorted({s.worker for s in held}))}): "
+                     "wait for them (`status`), or `resume` if they are stale")  # fmt: skip
+    if pending:
+        parts.append(f"shards {pending} are still pending: run `local` again")
+    return "local: not every shard finished; " + "; ".join(parts or ["see `status`"])

@@ -112,6 +112,7 @@ class ShardRunner:
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
                 env=env,
+                cwd=self.rd.path,  # the job line's paths are relative to the run directory
                 preexec_fn=_set_pdeathsig,
             )
             interrupted = self._wait(proc, sid, total, attempt)

@@ -1,7 +1,10 @@
 """Building DAG pools from verified rollouts: statistics, record reading, DAG assembly, alignment.
 
-``poolbuild.graph`` holds the dependency-graph rule (parents, children, depth,
-self-loops) that the benchmark loaders and the synthetic generator share too.
+``poolbuild.synthetic`` makes synthetic pools (no rollouts) from generated
+shapes or the bundled benchmarks' dependency graphs. The rules every builder
+shares sit one layer lower, in the pool format layer of ``simulator``:
+``simulator.graph`` (parents, children, depth, self-loops) and
+``simulator.stats`` (a template from empirical rows).
 
 The command-line entry points are the top-level scripts
 ``build_loader_dag_pool_from_rollouts.py`` and ``build_aligned_union_dag_pools.py``

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import UserError
+from simulator.graph import children_of, node_depths
+from simulator.stats import template_from_rows, unavailable_template
 
 from .dag_builder import BuildOptions, Excluded, node_rows, topology
-from .graph import children_of, node_depths
 from .records import load_records
-from .stats import template_from_rows, unavailable_template
 
 MISSING_POLICIES = ("impute", "drop", "error")
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")

@@ -29,10 +29,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from simulator.errors import UserError
+from simulator.graph import children_of, node_depths
+from simulator.stats import template_from_rows
 
-from .graph import children_of, node_depths
 from .records import Record
-from .stats import template_from_rows
 
 log = logging.getLogger("poolbuild")
 

@@ -1,4 +1,4 @@
-"""The 12 baselines of ``policies.md``, with their decision rules compiled into the episode loop.
+"""The 12 baselines of ``docs/policies.md``, with their decision rules compiled into the episode loop.
 
 Sequential-k ("Retry"): every ready node gets k attempts of its legacy model
 at every decision. Static dispatch-once: each node gets a budget share

@@ -1,6 +1,6 @@
 """Cost modes, prices and the one rule for what an attempt is charged.
 
-The charged cost of an attempt depends on the cost mode (``simulator.md``):
+The charged cost of an attempt depends on the cost mode (``docs/simulator.md``):
 
 ==========================  ==========================================
 mode                        charged per attempt
@@ -40,7 +40,7 @@ COST_MODE_ALIASES = {
 # Integer codes used inside compiled code.
 MODE_TOKEN, MODE_MONEY, MODE_COST, MODE_LATENCY = 0, 1, 2, 3
 
-#: Dollars per 1M output tokens (the paper's table, ``problem.md``).
+#: Dollars per 1M output tokens (the paper's table, ``docs/problem.md``).
 DEFAULT_PRICES: dict[str, float] = {
     "30B_ins": 0.8,
     "30B_think": 2.4,
@@ -143,7 +143,7 @@ def expected_attempt_cost(
     row_latency: np.ndarray,
     price: float,
 ) -> float:
-    """``kappa(v, m)``: the expected attempt cost of ``simulator.md``."""
+    """``kappa(v, m)``: the expected attempt cost of ``docs/simulator.md``."""
     mode = normalize_cost_mode(mode)
     has_rows = len(row_latency) > 0
     if mode in ("token_cost_mean", "output_money_cost_mean"):

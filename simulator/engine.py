@@ -1,6 +1,6 @@
 """The compiled episode engine: state, attempt draws, launches and the event loop.
 
-Semantics are those of ``simulator.md``. One queue entry per batch: a node
+Semantics are those of ``docs/simulator.md``. One queue entry per batch: a node
 has at most one batch in flight, whose end time is the max of its attempts'
 latencies and whose success is the OR of their draws, so the cost of an
 episode grows with the number of batches, not of attempts. The queue is the
@@ -52,7 +52,7 @@ NEED_DECISION_IDLE, NEED_DECISION_EVENT, ENDED = 0, 1, 2
 
 
 class EpisodeState(NamedTuple):
-    """Mutable state of one episode (``simulator.md``, "State")."""
+    """Mutable state of one episode (``docs/simulator.md``, "State")."""
 
     scal: np.ndarray  # float64 [t, b, D, B]
     cnt: np.ndarray  # int64 [completed, in-flight batches, planner calls, rollouts, reason, decisions,

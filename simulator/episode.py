@@ -44,7 +44,7 @@ from .engine import (
 
 @dataclass
 class DecisionView:
-    """What a planner knows at a decision (``policies.md``, planner state).
+    """What a planner knows at a decision (``docs/policies.md``, planner state).
 
     In-flight batches are listed by node; their attempts' exact remaining
     times are ``remaining[ptr[q]:ptr[q+1]]`` (only attempts still running),
@@ -90,7 +90,7 @@ class Policy(Protocol):
 
 @dataclass
 class EpisodeResult:
-    """Result of one episode (``simulator.md``, "Result of an episode")."""
+    """Result of one episode (``docs/simulator.md``, "Result of an episode")."""
 
     success: bool
     termination_reason: str

@@ -5,8 +5,9 @@ estimates for every (candidate, portfolio member Seq-(m, k)) pair the
 probability of completing the rest of the DAG within the remaining budget and
 time by M compiled simulations (:mod:`simulator.mcpp_kernel`), and executes
 the candidate of the best pair (first strict maximum; all-zero -> the first
-base action). Importing this module registers the policy with
-:func:`simulator.methods.register_policy`.
+base action). The method registry (:mod:`simulator.methods`) makes it
+available by name through :func:`make_mcpp_policy`; this module does not
+import the registry (it sits one layer below it).
 
 The planner state is the :class:`~simulator.episode.DecisionView`: in-flight
 attempts keep their exact remaining times; their successes are redrawn as
@@ -32,13 +33,13 @@ from .errors import ConfigError
 from .mcpp_candidates import actions_to_arrays, candidates_key, generate_candidates
 from .mcpp_kernel import attempt_bounds, child_tails, run_pairs, run_pairs_serial
 from .mcpp_params import (
+    MCPP,
     MCPPParams,
     add_mcpp_arguments,
     mcpp_params_from_args,
     mcpp_params_from_env,
     resolve_params,
 )
-from .methods import MCPP, register_policy
 from .rng import STREAM_PLANNER, make_key
 
 __all__ = [
@@ -104,7 +105,7 @@ class _EpisodeTables:
 
 
 class MCPortfolioPolicy:
-    """The MCPP planner (``policies.md``, faithful by default).
+    """The MCPP planner (``docs/policies.md``, faithful by default).
 
     ``params`` holds any :class:`~simulator.mcpp_params.MCPPParams` key
     (keyword arguments override it) plus runtime-only keys: ``dag_model_ids``
@@ -156,6 +157,18 @@ class MCPortfolioPolicy:
             raise ConfigError(f"none of the MCPP models {list(ids)} is in this DAG (it has {names})")
         return np.array(pos, dtype=np.int64)
 
+    def resolved_model_ids(self) -> list | None:
+        """The portfolio as used on this DAG: model names when the DAG's names are known, else positions.
+
+        This, not the requested ``model_ids`` (``None`` = every model), is
+        what each record carries, so a record names the models that produced it.
+        """
+        if self._models is None:
+            return list(self.params.model_ids) if self.params.model_ids is not None else None
+        if self.dag_model_ids is not None:
+            return [str(self.dag_model_ids[j]) for j in self._models]
+        return [int(j) for j in self._models]
+
     # -- Policy protocol -----------------------------------------------------------------
 
     def reset(self, arr: DagArrays, seed: int, dag: int, trial: int) -> None:
@@ -195,7 +208,7 @@ class MCPortfolioPolicy:
             p + "epsilon_max": float(max(d.epsilon for d in ds)) if ds else None,
             p + "wall_ms_total": float(sum(d.wall_ms for d in ds)),
             p + "wall_ms_max": float(max(d.wall_ms for d in ds)) if ds else 0.0,
-            p + "params": self.params.record(),
+            p + "params": {**self.params.record(), "model_ids": self.resolved_model_ids()},
         }
         if self.record_decisions:
             out[p + "decision_log"] = [d.summary() for d in ds]
@@ -367,8 +380,6 @@ class FirstActionThenMember(SeqMemberPolicy):
         return super().act(view)
 
 
-def _factory(params: Mapping[str, Any], planning_arr: DagArrays | None) -> MCPortfolioPolicy:
+def make_mcpp_policy(params: Mapping[str, Any], planning_arr: DagArrays | None) -> MCPortfolioPolicy:
+    """The registry's factory for MCPP: ``params`` as for :class:`MCPortfolioPolicy`."""
     return MCPortfolioPolicy(params, planning_arr)
-
-
-register_policy(MCPP, _factory)

@@ -1,4 +1,4 @@
-"""MCPP's candidate actions at a decision, in the published order (``policies.md``).
+"""MCPP's candidate actions at a decision, in the published order (``docs/policies.md``).
 
 An action gives every ready node one level (model position, count). The
 faithful generator reproduces the published list exactly, biases included:

@@ -3,7 +3,7 @@
 One simulation = apply a candidate action with the atomic launch rule, then
 follow one portfolio member Seq-(m, k) (every ready node gets (m, k)) until
 the DAG completes (success), time runs out or a launch is infeasible
-(failure). The semantics are those of the simulator (``simulator.md``): the
+(failure). The semantics are those of the simulator (``docs/simulator.md``): the
 same :func:`~simulator.engine.draw_attempt` (row resampling, or parametric
 draws), one queue entry per batch (end = max latency, success = OR), pops in
 end-time order with ties to the lower node position, and "all completed" checked

@@ -1,6 +1,6 @@
 """MCPP's parameters: defaults, validation, environment variables and CLI flags.
 
-One place resolves every parameter of ``mc_portfolio_rollout`` (``policies.md``)
+One place resolves every parameter of ``mc_portfolio_rollout`` (``docs/policies.md``)
 so the command line, the harness (environment variables written into job
 lines) and the Python API agree, and the resolved values are recorded with
 the results (``mc_portfolio_params``).
@@ -17,6 +17,9 @@ from typing import Any
 
 from .errors import ConfigError
 
+#: The method name of MCPP (defined here, the lowest MCPP module, so that the
+#: policy, the method registry, the CLIs and the harness share one spelling).
+MCPP = "mc_portfolio_rollout"
 CANDIDATE_GENERATORS = ("faithful", "corrected")
 EVALUATIONS = ("faithful", "crn", "halving", "crn_halving")
 
@@ -42,7 +45,7 @@ RUNTIME_KEYS = ("dag_model_ids", "n_threads", "record_decisions", "prune")
 
 @dataclass(frozen=True)
 class MCPPParams:
-    """Resolved MCPP parameters (``policies.md`` defaults; options beyond the paper are off)."""
+    """Resolved MCPP parameters (``docs/policies.md`` defaults; options beyond the paper are off)."""
 
     model_ids: tuple | None = None  # names (or positions); None = every model, first-seen order
     base_ks: tuple[int, ...] = (1, 4, 16, 64)

@@ -13,8 +13,8 @@ from typing import Any
 
 from .baselines import BASELINE_METHODS, SEQUENTIAL_KS, STATIC_METHODS
 from .errors import ConfigError
+from .mcpp_params import MCPP
 
-MCPP = "mc_portfolio_rollout"
 METHOD_ORDER: tuple[str, ...] = BASELINE_METHODS + (MCPP,)
 METHOD_SETS: dict[str, tuple[str, ...]] = {
     "all": METHOD_ORDER,
@@ -37,10 +37,9 @@ def register_policy(name: str, factory: Callable[..., Any]) -> None:
 
 def _load_builtin_policies() -> None:
     if MCPP not in _POLICY_FACTORIES:
-        try:
-            from . import mc_portfolio_policy  # noqa: F401  (registers itself)
-        except ImportError:
-            pass
+        from .mc_portfolio_policy import make_mcpp_policy  # a broken install fails here, loudly
+
+        register_policy(MCPP, make_mcpp_policy)
 
 
 def is_baseline(method: str) -> bool:

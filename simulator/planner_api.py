@@ -10,7 +10,7 @@ current state and gets MCPP's next action back::
     res.action      # {node_id: (model_id, k)} for every ready node
     res.estimate    # estimated probability of completing on time within budget
 
-``dag`` is one pool line (a dict in the format of ``dag_pool_format.md``) or
+``dag`` is one pool line (a dict in the format of ``docs/pool_format.md``) or
 an already parsed :class:`~simulator.pool.DagStats`. Times are relative to
 now; ``remaining`` are the remaining times of the unfinished attempts of each
 in-flight batch (their outcomes are unknown; ``already_success`` says whether

@@ -1,4 +1,4 @@
-"""Planning statistics that differ from execution (``simulator.md``, robustness).
+"""Planning statistics that differ from execution (``docs/simulator.md``, planning vs execution statistics).
 
 The executor always samples from the execution pool. The planner (MCPP) may
 instead see:

@@ -1,4 +1,4 @@
-"""DAG pools: load, validate and write the JSONL format of ``dag_pool_format.md``.
+"""DAG pools: load, validate and write the JSONL format of ``docs/pool_format.md``.
 
 A pool is parsed once, line by line. Each line is validated and turned into
 a :class:`DagStats` (numpy arrays of the per-node, per-model statistics and

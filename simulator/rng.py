@@ -27,6 +27,7 @@ STREAM_STATIC = 2  # per-(DAG, trial) draws of static baselines (Dirichlet share
 STREAM_PLANNER = 3  # MCPP: (decision, candidate, member, sample)
 STREAM_CANDIDATES = 4  # MCPP: random free-node choice per decision
 STREAM_NOISE = 5  # noisy planning statistics
+STREAM_FURTHER = 6  # further baselines: loader_static's restart generator, per (DAG, trial)
 
 
 @njit(cache=True, nogil=True, inline="always")

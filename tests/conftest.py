@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import pytest
 
+#: the repository root (tests start subprocesses there)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 
 def make_node(nid, parents, children, p=0.5, lat=2.0, lat_std=1.0, cost=100.0, rows=None, **extra):

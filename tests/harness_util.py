@@ -58,6 +58,9 @@ def small_pool(tmp_path, n=4, name="pool.jsonl", models=None) -> str:
 def clean_env(**overrides) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in HARNESS_VARS and not k.startswith(("MC_PORTFOLIO_", "PLANNING_"))}
     env["PYTHONPATH"] = ROOT
+    # the interpreter running the tests runs the harness too (no activated venv needed)
+    env["PYTHON"] = sys.executable
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.update({k: str(v) for k, v in overrides.items()})
     return env
 
@@ -99,7 +102,6 @@ def merged_bytes(run_dir) -> dict[str, bytes]:
 
 
 def merged_records_no_timing(run_dir) -> dict[str, list[dict]]:
-    sys.path.insert(0, ROOT)
     from harness.merge import strip_timing
 
     return {c: [strip_timing(json.loads(line)) for line in b.splitlines()] for c, b in merged_bytes(run_dir).items()}

@@ -186,3 +186,122 @@ def test_settings_rules_directly():
         with pytest.raises(ConfigError):
             check_budget(bad)
     assert np.isfinite(check_budget(1e300))
+
+
+# --------------------------------------------------------------------------- #19 records hold their values
+
+
+@pytest.mark.parametrize("given, expected", [(None, None), ("30B_ins,4B_ins", ["30B_ins", "4B_ins"])])
+def test_mcpp_records_carry_the_resolved_models(given, expected):
+    from simulator.pool import load_pool
+    from simulator.simulate import RunSettings, simulate_dag_budget
+
+    pool = load_pool(EXAMPLE)
+    mcpp = {"M": 2, "max_candidate_actions": 4, **({"model_ids": given} if given else {})}
+    recs = simulate_dag_budget(pool, 0, 8000.0, [60.0], ["mc_portfolio_rollout"], range(2),
+                               RunSettings(seed=1, mcpp=mcpp))
+    want = expected or list(pool[0].model_ids)
+    assert len(recs) == 2 and all(r["mc_portfolio_params"]["model_ids"] == want for r in recs)
+
+
+# --------------------------------------------------------------------------- #14 predict checks before work
+
+PREDICT = ("predict", "--pool", EXAMPLE, "--dag", "0", "--trials", "1", "--mc-portfolio-m", "2",
+           "--mc-portfolio-max-candidate-actions", "4", "--no-progress")
+
+
+def test_predict_out_naming_a_file_is_refused_before_work(tmp_path):
+    f = tmp_path / "taken"
+    f.write_text("x")
+    r = run(*PREDICT, "--budgets", "8000", "--deadlines", "60", "--out", str(f))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"--out (flag): '{f}' is a file, expected a directory" in r.stderr
+    r = run(*PREDICT, "--budgets", "8000", "--deadlines", "60", "--out", str(f / "sub"))
+    assert r.returncode == 2 and "is not a directory" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "axes, message",
+    [
+        (["--budgets", "2000", "--budget-ratios", "1", "--deadlines", "60"],
+         "--budgets and --budget-ratios: give one of them, not both"),
+        (["--budgets", "2000", "--deadlines", "60", "--deadline-ratios", "1"],
+         "--deadlines and --deadline-ratios: give one of them, not both"),
+        (["--budgets", "2000", "2000", "--deadlines", "60"], "--budgets (flag): repeated value(s) 2000.0"),
+        (["--budget-ratios", "1", "1.0", "--deadlines", "60"], "--budget-ratios (flag): repeated value(s) 1.0"),
+        (["--budgets", "2000", "--deadlines", "60", "6e1"], "--deadlines (flag): repeated value(s) 60.0"),
+        (["--budgets", "inf", "--deadlines", "60"], "--budgets (flag): expected a finite number > 0, got 'inf'"),
+    ],
+)
+def test_predict_axes_are_checked(tmp_path, axes, message):
+    r = run(*PREDICT, *axes, "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert message in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+# --------------------------------------------------------------------------- #15 strict JSON
+
+
+def test_json_outputs_are_strict_json(tmp_path):
+    r = run("simulate", "--pool", EXAMPLE, "--budget", "4000", "--deadline", "inf", "--trials", "20", "--json")
+    assert r.returncode == 0, r.stderr
+    out = strict_json(r.stdout)
+    assert out["deadline"] is None and out["non_finite"] == {"deadline": "inf"}
+    r = run("plan", "--pool", EXAMPLE, "--budget", "8000", "--deadline", "inf", "--mc-portfolio-m", "2",
+            "--mc-portfolio-max-candidate-actions", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    out = strict_json(r.stdout)
+    assert out["deadline"] is None and out["non_finite"]["deadline"] == "inf"
+    r = run(*PREDICT, "--budgets", "1", "--deadlines", "inf", "--out", str(tmp_path / "p"))
+    assert r.returncode == 0, r.stderr
+    doc = strict_json((tmp_path / "p" / "predict.json").read_text())
+    assert doc["cells"][0]["deadline"] is None and doc["non_finite"]["cells[0].deadline"] == "inf"
+
+
+def test_strict_json_object_keeps_finite_values():
+    from simulator.io_utils import dumps_strict
+
+    text = dumps_strict({"a": 1.5, "b": [math.nan, 2], "c": {"d": -math.inf}, "e": np.float64(math.inf)})
+    assert strict_json(text) == {"a": 1.5, "b": [None, 2], "c": {"d": None}, "e": None,
+                                 "non_finite": {"b[0]": "nan", "c.d": "-inf", "e": "inf"}}
+
+
+# --------------------------------------------------------------------------- #13 bounded memory
+
+
+def test_chunked_summary_equals_the_records(tmp_path):
+    """Chunks change nothing but memory: same counts and means as one batch of records."""
+    from simulator.arrays import CostSetting, dag_arrays
+    from simulator.pool import load_pool
+    from simulator.simulate import simulate_baseline
+    from simulator.summary import summarize_trials
+
+    pool = load_pool(EXAMPLE)
+    arr = dag_arrays(pool, 3, CostSetting())
+    D = 40.0
+    recs = simulate_baseline(arr, "sequential_2", 3000.0, range(1000), 7, 3).records(D)
+    s = summarize_trials(lambda tr: simulate_baseline(arr, "sequential_2", 3000.0, tr, 7, 3), 1000, D, chunk=64)
+    res = s.result()
+    assert res["trials"] == 1000
+    assert res["on_time_completion_probability"] == sum(r["on_time_success"] for r in recs) / 1000
+    assert res["mean_cost"] == pytest.approx(np.mean([r["total_cost"] for r in recs]), rel=1e-12)
+    assert res["mean_makespan"] == pytest.approx(np.mean([r["makespan"] for r in recs]), rel=1e-12)
+    counts: dict = {}
+    for r in recs:
+        counts[r["termination_reason"]] = counts.get(r["termination_reason"], 0) + 1
+    assert res["termination"] == dict(sorted(counts.items()))
+    again = summarize_trials(lambda tr: simulate_baseline(arr, "sequential_2", 3000.0, tr, 7, 3), 1000, D, chunk=64)
+    assert again.result() == res
+
+
+def test_simulate_does_not_keep_per_trial_records(monkeypatch):
+    """The CLI summary never asks for one dict per trial (what made 1e8 trials run out of memory)."""
+    from simulator import cli, simulate
+
+    def boom(self, deadline=None):
+        raise AssertionError("records() called by the CLI summary")
+
+    monkeypatch.setattr(simulate.EpisodeBatch, "records", boom)
+    assert cli.main(["simulate", "--pool", EXAMPLE, "--budget", "4000", "--deadline", "60", "--trials",
+                     "40000", "--json"]) == 0

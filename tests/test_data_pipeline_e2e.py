@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-import build_aligned_union_dag_pools as aligner
-import build_loader_dag_pool_from_rollouts as loader
 from codeflow import generate_rollouts
 from codeflow.dataset import load_problems
+from poolbuild import build_aligned as aligner
+from poolbuild import build_loader as loader
 from ProofFlow import run_proofflow_node_rollouts as pf_runner
 from ProofFlow.lean_check import LEAN_TOOLCHAIN
 from simulator.pool import load_index_file, load_pool

@@ -86,8 +86,10 @@ def test_chain_sequential_negative_binomial(n, p, B):
 
 
 def test_static_caps_refuse_what_they_must():
-    # node costs from rows 3, 5; uniform share B/2 = 8 per node, kappa = 4 -> r_v = 2
-    rows = [(1.0, 0, 3.0), (1.0, 0, 5.0)]
+    # node costs from rows 3, 5; uniform share B/2 = 8 per node, kappa = 4 -> r_v = 2; the one success
+    # row costs 100, more than any cap, so a node never completes though p > 0 (a node with p = 0 would
+    # end the episode at once, before any launch: docs/semantics.md)
+    rows = [(1.0, 0, 3.0), (1.0, 0, 5.0), (1.0, 1, 100.0)]
     dag = chain_dag(2, rows=rows, cost=4.0)
     dag["nodes"][1]["parents"] = []
     dag["nodes"][0]["children"] = []
@@ -101,7 +103,7 @@ def test_static_caps_refuse_what_they_must():
     both = started == 2
     assert (batch.node_cost[both] <= 8.0).all() and both.any() and two_fives.any()
     # never succeeds and is dispatched once: stalled if a mean-cost attempt (4) still fits a cap,
-    # else budget_exhausted (simulator.md, no-progress rule)
+    # else budget_exhausted (docs/simulator.md, no-progress rule)
     room = (8.0 - batch.node_cost).max(axis=1)
     assert (batch.reason == np.where(room >= 4.0, 3, 1)).all()
 

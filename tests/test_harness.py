@@ -58,11 +58,11 @@ def test_default_grid_is_the_ratio_grid():
         ("1000", "malformed"),
         ("1000:", "no deadlines"),
         (":5", "no budget"),
-        ("abc:5", "not a number"),
-        ("1000:5,x", "not a number"),
+        ("abc:5", "expected a finite number > 0, got 'abc'"),
+        ("1000:5,x", "expected a number > 0, got 'x'"),
         ("1000:5;1000:6", "two groups"),
         ("1000:5,5", "twice"),
-        ("-1:5", "positive"),
+        ("-1:5", "expected a finite number > 0, got '-1'"),
         ("1:2:3", "malformed"),
     ],
 )
@@ -326,6 +326,6 @@ def test_planning_noise_recorded_and_run(tmp_path):
 def test_unknown_mcpp_model_refused_before_work(tmp_path):
     pool = small_pool(tmp_path, n=1)
     env = _env(tmp_path, pool, METHOD_SET="mcpp", MC_PORTFOLIO_MODEL_IDS="no_such_model")
-    with pytest.raises(ConfigError, match="MC_PORTFOLIO_MODEL_IDS: none of the MCPP models"):
+    with pytest.raises(ConfigError, match=r"MC_PORTFOLIO_MODEL_IDS \(environment\): unknown model\(s\) 'no_such_model'"):
         prepare(env, quiet=True)
     assert not os.path.exists(os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"], "jobs_list.txt"))

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -68,7 +69,7 @@ def test_local_end_to_end_all_methods_suite_and_report(tmp_path):
 
     copy = tmp_path / "copy"
     shutil.copytree(os.path.join(rd, "merged"), copy / "merged")
-    out = subprocess.run(["python3", "-c", "import sys; from harness.analyze import analyze_run; "
+    out = subprocess.run([sys.executable, "-c", "import sys; from harness.analyze import analyze_run; "
                           f"print(analyze_run({str(copy / 'merged')!r}, {str(copy / 'an')!r}).main_table_text)"],
                          env=clean_env(), cwd="/", capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -171,7 +172,7 @@ def test_always_failing_shard_marked_failed_and_merge_names_the_gaps(tmp_path):
     report = json.load(open(os.path.join(rd, "merged", "merge_report.json")))
     assert not report["complete"] and report["missing_dags"] == [2, 3]
     # merge_shards.py works from any directory with --run-dir
-    p = subprocess.run(["python3", os.path.join(ROOT, "merge_shards.py"), "--run-dir", rd], cwd="/",
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "merge_shards.py"), "--run-dir", rd], cwd="/",
                        env=clean_env(), capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 1 and "missing DAGs: 2-3" in p.stderr
     # resume --retry-failed makes it pending again

@@ -11,7 +11,7 @@ from simulator.errors import ConfigError
 from simulator.io_utils import atomic_write_jsonl
 from simulator.planner_api import InFlight, plan
 from simulator.planner_cli import plan_main, predict_main
-from tests.mcpp_dags import layered_dag, node, tpl
+from simulator.testing import layered_dag, node, tpl
 
 
 def chain_line():

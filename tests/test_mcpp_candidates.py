@@ -1,4 +1,4 @@
-"""MCPP candidate generator: the published list, in order (policies.md), and the corrected option."""
+"""MCPP candidate generator: the published list, in order (docs/policies.md), and the corrected option."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ KS = (1, 4, 16, 64)
 
 
 def spec_reference(available, ready, models, ks, free_n, max_exact, max_cand, key):
-    """A literal transcription of policies.md ("Candidate actions, in this order")."""
+    """A literal transcription of docs/policies.md ("Candidate actions, in this order")."""
     out: list = []
 
     def add(a):

@@ -27,18 +27,10 @@ from simulator.mcpp_params import mcpp_params_from_env, resolve_params
 from simulator.methods import make_policy
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import pool_from_objects
-from tests.mcpp_dags import layered_dag, node, tpl
+from simulator.testing import first_view, layered_dag, node, tpl
 
 ROOT = Path(__file__).resolve().parents[1]
 E_I = np.zeros(0, dtype=np.int64)
-
-
-def first_view(arr, budget, deadline, seed=42, dag=0, trial=0):
-    ready = np.array([v for v in range(arr.n) if arr.parent_ptr[v + 1] == arr.parent_ptr[v]], dtype=np.int64)
-    return DecisionView(
-        arr, 0.0, float(budget), float(deadline), np.zeros(arr.n, dtype=bool), ready, E_I, E_I,
-        np.zeros(0, dtype=bool), np.zeros(1, dtype=np.int64), np.zeros(0), seed, dag, trial, 0,
-    )
 
 
 def single_node_pool():
@@ -244,13 +236,11 @@ def test_options_run_and_stay_deterministic(evaluation):
 
 THREAD_SCRIPT = r"""
 import json, sys
-sys.path.insert(0, {root!r})
 from simulator.arrays import CostSetting, dag_arrays
 from simulator.mc_portfolio_policy import MCPortfolioPolicy
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import pool_from_objects
-from tests.mcpp_dags import layered_dag
-from tests.test_mcpp_policy import first_view
+from simulator.testing import first_view, layered_dag
 import numba
 pool = pool_from_objects([layered_dag(21, n_nodes=10)])
 arr = dag_arrays(pool, 0, CostSetting())
@@ -265,13 +255,13 @@ print(json.dumps(res))
 """
 
 
-def test_same_action_and_score_for_one_and_two_threads(tmp_path):
-    script = tmp_path / "threads.py"
-    script.write_text(THREAD_SCRIPT.format(root=str(ROOT)))
+def test_same_action_and_score_for_one_and_two_threads():
     outs = []
     for n in ("1", "2"):
         env = {**os.environ, "NUMBA_NUM_THREADS": n}
-        p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+        # ``-c`` puts the working directory (the repository root) first on sys.path
+        p = subprocess.run([sys.executable, "-c", THREAD_SCRIPT], env=env, cwd=ROOT, capture_output=True,
+                           text=True, timeout=600)
         assert p.returncode == 0, p.stderr
         outs.append(json.loads(p.stdout.strip().splitlines()[-1]))
     assert outs[0][0] == 1 and outs[1][0] == 2

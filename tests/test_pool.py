@@ -1,4 +1,4 @@
-"""Pool loading: every rejection of dag_pool_format.md names file, line, problem and node."""
+"""Pool loading: every rejection of docs/pool_format.md names file, line, problem and node."""
 
 from __future__ import annotations
 

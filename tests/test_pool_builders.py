@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import build_aligned_union_dag_pools as aligner
-import build_loader_dag_pool_from_rollouts as loader
+from poolbuild import build_aligned as aligner
+from poolbuild import build_loader as loader
 from poolbuild.dag_builder import BuildOptions
 from simulator.errors import UserError
 from simulator.pool import load_index_file, load_pool

@@ -397,7 +397,7 @@ def test_node_rollouts_transient_failure_then_resume(tmp_path, lean_env):
 
 def test_node_rollouts_pool_from_records(rollout_run, tmp_path):
     """The records feed the pool builder: l2 has no attempts, so the filter drops the DAG."""
-    import build_loader_dag_pool_from_rollouts as loader
+    from poolbuild import build_loader as loader
     from poolbuild.dag_builder import BuildOptions
 
     out = rollout_run["cfg"].out_dir

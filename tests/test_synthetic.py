@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from simulator import synthetic as syn
+from poolbuild import synthetic as syn
 from simulator.errors import UserError
 from simulator.pool import load_pool
 
@@ -127,7 +127,7 @@ def test_codeflow_topologies_match_benchmark(tmp_path):
 
 def test_proofflow_topologies_match_benchmark_without_self_loops(tmp_path, caplog):
     bench = json.loads(syn.PROOFFLOW_FILE.read_text(encoding="utf-8"))
-    with caplog.at_level(logging.WARNING, logger="simulator.synthetic"):
+    with caplog.at_level(logging.WARNING, logger="poolbuild.synthetic"):
         out = _gen(tmp_path, "--topology", "proofflow", "--models", "2", "--seed", "1")
     assert sum("self-loop dropped" in r.getMessage() for r in caplog.records) == 8
     dags = _lines(out)

@@ -2,7 +2,7 @@
 
 Why: MCPP and the baselines need a DAG pool to run, and real rollouts (GPU
 hours, Lean) are not always at hand. This module builds pools in the format of
-``dag_pool_format.md`` from
+``docs/pool_format.md`` from
 
 * a **topology**: ``layered``, ``chain``, ``fork_join``, or the real dependency
   graphs of the bundled benchmarks (``codeflow``: CodeFlowBench-Repo
@@ -20,7 +20,7 @@ randomness comes from numpy Generators keyed by ``(seed, DAG index, purpose)``:
 the same command writes the same bytes, and the topology of DAG ``k`` does not
 depend on the statistics settings.
 
-Command line: ``python -m simulator.synthetic --help``; see ``docs/synthetic.md``.
+Command line: ``python -m poolbuild.synthetic --help``; see ``docs/synthetic.md``.
 """
 
 from __future__ import annotations
@@ -38,12 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from poolbuild.graph import children_of, graph_from_named, node_depths
+from simulator.errors import UserError, cli_entry
+from simulator.graph import children_of, graph_from_named, node_depths
+from simulator.pool import write_pool
 
-from .errors import UserError, cli_entry
-from .pool import write_pool
-
-log = logging.getLogger("simulator.synthetic")
+log = logging.getLogger("poolbuild.synthetic")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CODEFLOW_FILE = REPO_ROOT / "codeflow" / "data" / "codeflowbench_repo.json"
@@ -289,7 +288,7 @@ def _r(x: float, nd: int = 4) -> float:
 
 
 def _template_from_rows(rows: list[dict[str, Any]]) -> dict[str, float]:
-    from poolbuild.stats import template_from_rows
+    from simulator.stats import template_from_rows
 
     return {k: _r(v, 6) for k, v in template_from_rows(rows).items()}
 
@@ -543,7 +542,7 @@ def build_dag(
         dag["baseline_model"] = legacy
     elif legacy != "default":
         dag["baseline_model"] = legacy
-    dag["synthetic_info"] = {"generator": "simulator.synthetic", "seed": seed, "index": index, **info}
+    dag["synthetic_info"] = {"generator": "poolbuild.synthetic", "seed": seed, "index": index, **info}
     dag["nodes"] = nodes
     return dag
 
@@ -829,7 +828,7 @@ def generate(
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m simulator.synthetic",
+        prog="python -m poolbuild.synthetic",
         description=(
             "Write a SYNTHETIC DAG pool (JSONL): generated or benchmark topologies with "
             "per-node statistics from a parametric multi-LLM model or a template CSV. "
@@ -838,11 +837,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
             "examples:\n"
-            "  python -m simulator.synthetic --topology layered --n-dags 20 --rows 16 --out p.jsonl\n"
-            "  python -m simulator.synthetic --topology codeflow:8,layered:10,fork_join:6 \\\n"
+            "  python -m poolbuild.synthetic --topology layered --n-dags 20 --rows 16 --out p.jsonl\n"
+            "  python -m poolbuild.synthetic --topology codeflow:8,layered:10,fork_join:6 \\\n"
             "      --benchmark-nodes 4-9 --max-width 2 --rows 16 --seed 2024 --out mix.jsonl\n"
-            "  python -m simulator.synthetic --topology proofflow --models 30B_ins --out pf.jsonl\n"
-            "  python -m simulator.synthetic --topology chain --n-dags 5 --template-csv lib.csv \\\n"
+            "  python -m poolbuild.synthetic --topology proofflow --models 30B_ins --out pf.jsonl\n"
+            "  python -m poolbuild.synthetic --topology chain --n-dags 5 --template-csv lib.csv \\\n"
             "      --out c.jsonl\n"
             "details: docs/synthetic.md"
         ),

@@ -1,12 +1,17 @@
-"""Small hand-made and random DAG pool lines for the MCPP tests and benchmarks.
+"""Small DAG pool lines and the first decision view, for the MCPP tests and benchmarks.
 
-Kept independent of the pool generators so the MCPP tests only depend on the
-pool format (``dag_pool_format.md``).
+Why in the package: the tests and ``benchmarks/`` both build these DAGs, and
+``benchmarks/`` must not import from ``tests/``. The pool lines are written by
+hand (not by :mod:`poolbuild.synthetic`) so that the MCPP tests depend only on
+the pool format (``docs/pool_format.md``), not on a generator whose defaults may change.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from .arrays import DagArrays
+from .episode import DecisionView
 
 MODELS4 = ("m0", "m1", "m2", "m3")
 
@@ -80,3 +85,17 @@ def layered_dag(
                 tpls[m] = tpl(p, lat, lat * 0.4, cost)
         nodes.append(node(u, parents[u], children[u], tpls, rows if with_rows else None))
     return {"problem_id": f"layered_{seed}", "dag_kind": "layered", "model_ids": list(models), "nodes": nodes}
+
+
+_NO_INTS = np.zeros(0, dtype=np.int64)
+
+
+def first_view(
+    arr: DagArrays, budget: float, deadline: float, seed: int = 42, dag: int = 0, trial: int = 0
+) -> DecisionView:
+    """The planner's view at the start of an episode: t = 0, nothing done, the roots ready."""
+    ready = np.array([v for v in range(arr.n) if arr.parent_ptr[v + 1] == arr.parent_ptr[v]], dtype=np.int64)
+    return DecisionView(
+        arr, 0.0, float(budget), float(deadline), np.zeros(arr.n, dtype=bool), ready, _NO_INTS, _NO_INTS,
+        np.zeros(0, dtype=bool), np.zeros(1, dtype=np.int64), np.zeros(0), seed, dag, trial, 0,
+    )

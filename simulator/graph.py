@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from simulator.errors import PoolError
 
-log = logging.getLogger("poolbuild.graph")
+log = logging.getLogger("simulator.graph")
 
 K = TypeVar("K", bound=Hashable)
 
