@@ -305,3 +305,58 @@ def test_simulate_does_not_keep_per_trial_records(monkeypatch):
     monkeypatch.setattr(simulate.EpisodeBatch, "records", boom)
     assert cli.main(["simulate", "--pool", EXAMPLE, "--budget", "4000", "--deadline", "60", "--trials",
                      "40000", "--json"]) == 0
+
+
+# --------------------------------------------------------------------------- #17 disk full: one readable line
+
+
+def test_disk_full_in_a_worker_thread_is_one_line(tmp_path, capsys, monkeypatch):
+    """ENOSPC inside a `local` worker thread printed a raw thread traceback before the final status."""
+    import errno
+
+    from harness_util import config_env, small_pool
+
+    from harness import worker
+    from harness.prepare import prepare
+    from harness.rundir import RunDir
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), METHOD_SET="sequential", N_EXEC_TRIALS="2")
+    rd = prepare(env, quiet=True)
+    rd = rd if isinstance(rd, RunDir) else RunDir(rd)
+
+    def full(self, n, foreground=False):
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(self.rd.state, "s00000.claim"))
+
+    monkeypatch.setattr(worker.ShardRunner, "run", full)
+    counts = worker.run_local(rd, 2, worker.WorkerOptions(), progress=False)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Exception in thread" not in err
+    lines = [ln for ln in err.splitlines() if "No space left on device" in ln]
+    assert len(lines) == 1, err  # the same failure of both workers, said once
+    assert "s00000.claim" in lines[0] and "worker" in lines[0]
+    assert counts.get("worker_error") == 2
+
+
+@pytest.mark.parametrize("exc, words", [
+    (OSError(28, "No space left on device", "/data/out.jsonl"), "/data/out.jsonl: No space left on device"),
+    (MemoryError(), "out of memory"),
+])
+def test_resource_exhaustion_is_one_line(capsys, exc, words):
+    from simulator.errors import EXIT_RESOURCE, cli_entry
+
+    def main():
+        raise exc
+
+    assert cli_entry(main)() == EXIT_RESOURCE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+def test_other_os_errors_still_show_the_bug():
+    from simulator.errors import cli_entry
+
+    def main():
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(OSError):
+        cli_entry(main)()
