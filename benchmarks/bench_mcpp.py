@@ -3,6 +3,7 @@
 Run by hand (timings depend on the machine and its load)::
 
     python -m benchmarks.bench_mcpp [--quick]
+    python -m benchmarks.bench_mcpp --compare REV [--reps 8]   # this tree vs git revision REV
 
 Writes ``benchmarks/results_mcpp.json``. Workloads: the first decision of
 every DAG of the example pool (nominal budget and deadline) and of three
@@ -11,15 +12,26 @@ simulation" divides the decision's wall time by its nominal simulation count
 |candidates| x |members| x M; simulations whose failure is certain are
 settled without being run (exact pruning), so the same figure is also given
 with pruning off (every simulation run to its end).
+
+``--compare REV`` times a small set of workloads (a few minutes; one
+thread, CPU time, best of a few repetitions per decision) in fresh
+processes, alternating between the git revision REV (exported to a
+temporary directory) and this working tree, and reports the ratio this / REV
+per workload: the way to check that a change to the kernel or the engine
+costs nothing beyond noise on a shared machine. Writes
+``benchmarks/results_mcpp_compare.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import platform
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -68,6 +80,139 @@ def jit_seconds() -> dict:
     return out
 
 
+COMPARE_SCRIPT = r"""
+import json, sys, time
+import numba
+import numpy as np
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.episode import DecisionView
+from simulator.mc_portfolio_policy import MCPortfolioPolicy
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import load_pool
+
+numba.set_num_threads(1)
+# CPU time of this (single-threaded) process: less sensitive than wall time to other users' load
+E = np.zeros(0, dtype=np.int64)
+
+
+def first_view(arr, dag):
+    roots = [v for v in range(arr.n) if arr.parent_ptr[v + 1] == arr.parent_ptr[v]]
+    return DecisionView(
+        arr=arr, t=0.0, budget_left=float(nominal_budget(arr)), deadline=float(nominal_deadline(arr)),
+        completed=np.zeros(arr.n, dtype=bool), ready=np.array(roots, dtype=np.int64), inflight_node=E,
+        inflight_model=E, already_success=np.zeros(0, dtype=bool), remaining_ptr=np.zeros(1, dtype=np.int64),
+        remaining=np.zeros(0), seed=42, dag=dag, trial=0, decision_index=0,
+    )
+
+
+def decisions(path, cands, prune, reps):
+    pool = load_pool(path)
+    total = 0.0
+    for i in range(len(pool)):
+        arr = dag_arrays(pool, i, CostSetting())
+        pol = MCPortfolioPolicy({{"max_candidate_actions": cands}}, prune=prune)
+        pol.reset(arr, 42, i, 0)
+        view = first_view(arr, i)
+        pol.decide(view)  # warm-up
+        best = np.inf
+        for _ in range(reps):
+            t = time.process_time()
+            pol.decide(view)
+            best = min(best, time.process_time() - t)
+        total += best
+    return total
+
+
+def baselines(path, trials, reps):
+    from simulator.baselines import BASELINE_METHODS
+    from simulator.simulate import simulate_baseline
+
+    pool = load_pool(path)
+    arrs = [dag_arrays(pool, i, CostSetting()) for i in range(len(pool))]
+    simulate_baseline(arrs[0], "sequential", 1.0, range(2), 0, 0)
+    best = np.inf
+    for _ in range(reps):
+        t = time.process_time()
+        for method in BASELINE_METHODS:
+            for i, arr in enumerate(arrs):
+                simulate_baseline(arr, method, nominal_budget(arr), range(trials), 42, i)
+        best = min(best, time.process_time() - t)
+    return best
+
+
+example, layered = {example!r}, {layered!r}
+out = {{
+    "mcpp_example_pool_260": decisions(example, 260, True, 3),
+    "mcpp_layered20x4_260": decisions(layered, 260, True, 3),
+    "mcpp_layered20x4_260_pruning_off": decisions(layered, 260, False, 2),
+}}
+try:
+    out["baselines_example_pool"] = baselines(example, 300, 3)
+except ImportError as e:  # the baseline entry point moved: say so, time the rest
+    print("baselines not timed:", e, file=sys.stderr)
+print(json.dumps(out))
+"""
+
+
+def _export(rev: str, dest: Path) -> None:
+    """Write the files of git revision ``rev`` to ``dest`` (no checkout, no worktree)."""
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as tf:
+        tf.extractall(dest, filter="data")
+
+
+def compare(rev: str, reps: int, out: str) -> int:
+    """Interleaved timings of this tree vs ``rev``: ratio this / rev per workload (median over reps)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        before = Path(tmp) / "before"
+        before.mkdir()
+        _export(rev, before)
+        layered = Path(tmp) / "layered20x4.jsonl"
+        layered.write_text("".join(json.dumps(layered_dag(s, n_nodes=20)) + "\n" for s in range(3)))
+        example = ROOT / "examples" / "example_pool.jsonl"
+        trees = {"before": before, "after": ROOT}
+        env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+
+        def run(tree: Path) -> dict:
+            code = COMPARE_SCRIPT.format(example=str(example), layered=str(layered))  # cwd = tree
+            p = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"timing run failed in {tree}:\n{p.stderr[-2000:]}")
+            return json.loads(p.stdout.strip().splitlines()[-1])
+
+        for name, tree in trees.items():  # compile / load the numba cache of each tree, untimed
+            print(f"warm-up {name} ...", flush=True)
+            run(tree)
+        times: dict[str, list[dict]] = {"before": [], "after": []}
+        load = [os.getloadavg()[0]]
+        for r in range(reps):
+            order = ("before", "after") if r % 2 == 0 else ("after", "before")  # cancel drift
+            for name in order:
+                times[name].append(run(trees[name]))
+            load.append(os.getloadavg()[0])
+            print(f"rep {r + 1}/{reps}:", {k: round(times["after"][-1][k] / times["before"][-1][k], 3)
+                                           for k in times["after"][-1] if k in times["before"][-1]}, flush=True)
+    keys = [k for k in times["after"][0] if k in times["before"][0]]
+    ratios = {k: [a[k] / b[k] for a, b in zip(times["after"], times["before"])] for k in keys}
+    res = {
+        "before": rev,
+        "after": "working tree",
+        "reps": reps,
+        "threads": 1,
+        "loadavg_1min": load,
+        "machine": {"python": platform.python_version(), "numba": numba.__version__, "cpus": os.cpu_count()},
+        "seconds": times,
+        "ratio_after_over_before_median": {k: float(np.median(v)) for k, v in ratios.items()},
+        "ratio_after_over_before_min_max": {k: [float(min(v)), float(max(v))] for k, v in ratios.items()},
+        "ratio_of_summed_times": {
+            k: sum(a[k] for a in times["after"]) / sum(b[k] for b in times["before"]) for k in keys
+        },
+    }
+    atomic_write_json(out, res)
+    print(json.dumps({k: res[k] for k in ("ratio_after_over_before_median", "ratio_of_summed_times")}, indent=1))
+    return 0
+
+
 def time_decision(arr, cands: int, threads: int, reps: int, prune: bool = True, seed: int = 42, dag: int = 0):
     numba.set_num_threads(threads)
     pol = MCPortfolioPolicy({"max_candidate_actions": cands}, prune=prune)
@@ -110,8 +255,13 @@ def workload(name: str, arrs, cands: int, threads: int, reps: int, prune: bool =
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one repetition, fewer episodes")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results_mcpp.json"))
+    ap.add_argument("--out", default=None, help="output JSON (default benchmarks/results_mcpp[_compare].json)")
+    ap.add_argument("--compare", metavar="REV", help="time this tree against git revision REV, interleaved")
+    ap.add_argument("--reps", type=int, default=8, help="--compare: timed runs per tree")
     args = ap.parse_args()
+    if args.compare:
+        return compare(args.compare, args.reps, args.out or str(ROOT / "benchmarks" / "results_mcpp_compare.json"))
+    args.out = args.out or str(ROOT / "benchmarks" / "results_mcpp.json")
     reps = 1 if args.quick else 3
     ex_path = ROOT / "examples" / "example_pool.jsonl"
     ex = load_pool(ex_path)

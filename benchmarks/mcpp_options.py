@@ -75,7 +75,8 @@ def main() -> int:
         s = success[name]
         k = int(sum(s))
         lo, hi = wilson_interval(k, len(s))
-        d, dlo, dhi = paired_difference(s, base)
+        pd_ = paired_difference(np.asarray(s) - np.asarray(base))
+        d, dlo, dhi = pd_["diff"], pd_["ci_low"], pd_["ci_high"]
         row = {
             "options": VARIANTS[name],
             "episodes": len(s),

@@ -28,63 +28,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from simulator.engine import REASONS  # every termination reason, event_limit included
+from simulator.engine import REASONS
 from simulator.errors import UserError
 from simulator.io_utils import atomic_write_text
 from simulator.methods import MCPP
+from simulator.scoring import paired_difference, wilson_interval
 
 from .merge import load_report
 from .methods import is_baseline_label
 
-Z95 = 1.959963984540054
 COLUMNS = (
     "cell", "dag_idx", "exec_trial", "method", "on_time_success", "success", "total_cost", "makespan",
     "termination_reason", "budget", "deadline", "planner_wall_ms", "total_rollouts",
 )  # fmt: skip
-
-
-def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of k successes in n trials."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def paired_difference(d: np.ndarray, groups: np.ndarray, z: float = Z95) -> dict:
-    """Mean of paired differences with trial-level and group(DAG)-clustered 95% intervals."""
-    n = len(d)
-    if n == 0:
-        return {"n_pairs": 0, "diff": math.nan}
-    mean = float(d.mean())
-    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    resid = pd.Series(d - mean).groupby(groups).sum().to_numpy()
-    G = len(resid)
-    se_c = math.sqrt(G / (G - 1) * float((resid**2).sum())) / n if G > 1 else math.nan
-    wins = int((d > 0).sum())
-    losses = int((d < 0).sum())
-    try:
-        from scipy.stats import binomtest
-
-        p = float(binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
-    except ImportError:  # pragma: no cover
-        p = math.nan
-    return {
-        "n_pairs": n,
-        "n_dags": G,
-        "diff": mean,
-        # normal approximation, clipped to the possible range [-1, 1]
-        "ci_low": max(-1.0, mean - z * se),
-        "ci_high": min(1.0, mean + z * se),
-        "ci_low_dag": max(-1.0, mean - z * se_c),
-        "ci_high_dag": min(1.0, mean + z * se_c),
-        "wins": wins,
-        "losses": losses,
-        "mcnemar_p": p,
-    }
 
 
 def load_records(merged_dir: str, report: dict) -> pd.DataFrame:
@@ -127,7 +83,7 @@ def summarize(df: pd.DataFrame, cells: list[dict], labels: list[str]) -> pd.Data
     for (cell, method), g in df.groupby(["cell", "method"], observed=True, sort=False):
         n = len(g)
         k = int(g["on_time_success"].sum())
-        lo, hi = wilson(k, n)
+        lo, hi = wilson_interval(k, n)
         mk = g["makespan"].to_numpy()
         ratio = (g["total_cost"] / g["budget"]).replace([np.inf, -np.inf], np.nan)
         row = {

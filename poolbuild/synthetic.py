@@ -38,15 +38,20 @@ from typing import Any
 
 import numpy as np
 
+from codeflow.dataset import DEFAULT_DATASET as CODEFLOW_DATASET
+from codeflow.dataset import load_problems as load_codeflow_problems
+from ProofFlow.benchmark import DEFAULT_BENCHMARK as PROOFFLOW_BENCHMARK
+from ProofFlow.benchmark import load_benchmark as load_proofflow_benchmark
 from simulator.errors import UserError, cli_entry
-from simulator.graph import children_of, graph_from_named, node_depths
+from simulator.graph import children_of, node_depths
 from simulator.pool import write_pool
 
 log = logging.getLogger("poolbuild.synthetic")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CODEFLOW_FILE = REPO_ROOT / "codeflow" / "data" / "codeflowbench_repo.json"
-PROOFFLOW_FILE = REPO_ROOT / "ProofFlow" / "data" / "benchmark_0409.json"
+#: the bundled benchmark files (the loaders' defaults)
+CODEFLOW_FILE = CODEFLOW_DATASET
+PROOFFLOW_FILE = PROOFFLOW_BENCHMARK
 TOPOLOGIES = ("layered", "chain", "fork_join", "codeflow", "proofflow")
 DAG_KINDS = {
     "layered": "synthetic_layered",
@@ -168,56 +173,43 @@ def _load_json(path: Path, what: str) -> Any:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except FileNotFoundError:
-        raise UserError(f"{path}: {what} benchmark file not found") from None
+        raise UserError(f"{path}: {what} file not found") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def _graph_from_named(
-    steps: Sequence[tuple[str, Sequence[str]]], path: str | Path, pid: str, drop_self_loops: bool
-) -> tuple[list[list[int]], list[str], list[str]]:
-    """Parents by position (sorted) from ``(name, dependency names)``, names, dropped self-loops."""
-    g = graph_from_named(steps, path=path, problem_id=pid, drop_self_loops=drop_self_loops,
-                         logger=log)
-    return [sorted(ps) for ps in g.parents], g.names, [g.names[k] for k in g.dropped_self_loops]
-
-
 def codeflow_topologies(path: str | Path = CODEFLOW_FILE) -> list[Topology]:
-    """Every CodeFlowBench-Repo problem as a topology (subproblems, dependencies by name)."""
-    data = _load_json(Path(path), "CodeFlow")
-    if not isinstance(data, list):
-        raise UserError(f"{path}: expected a list of problems")
+    """Every CodeFlowBench-Repo problem as a topology (subproblems, dependencies by name).
+
+    Read with the CodeFlow loader (:func:`codeflow.dataset.load_problems`), so
+    a synthetic pool names a problem as a real CodeFlow pool does (including
+    the suffix ``__2`` the loader gives the second of two problems sharing an id).
+    """
     out = []
-    for i, prob in enumerate(data):
-        pid = str(prob.get("problem-id", i))
-        subs = prob.get("subproblems") or []
-        if not subs:
-            raise UserError(f"{path}: problem {pid!r} has no subproblems")
-        steps = [(str(s["name"]), list(s.get("dependencies") or [])) for s in subs]
-        parents, names, _ = _graph_from_named(steps, path, pid, False)
-        info = {"source": "codeflowbench_repo", "source_index": i, "source_problem_id": pid}
-        out.append(Topology(parents, names, info))
+    for prob in load_codeflow_problems(path):
+        parents = [sorted(prob.by_name[d].index for d in sub.dependencies) for sub in prob.subproblems]
+        info = {"source": "codeflowbench_repo", "source_index": prob.source_index,
+                "source_problem_id": prob.problem_id}  # fmt: skip
+        out.append(Topology(parents, [sub.name for sub in prob.subproblems], info))
     return out
 
 
 def proofflow_topologies(path: str | Path = PROOFFLOW_FILE) -> list[Topology]:
-    """Every ProofFlowBench proof graph as a topology; self-loops are dropped with a warning."""
-    data = _load_json(Path(path), "ProofFlow")
-    if not isinstance(data, list):
-        raise UserError(f"{path}: expected a list of problems")
+    """Every ProofFlowBench proof graph as a topology; self-loops are dropped with a warning.
+
+    Read with the ProofFlow loader (:func:`ProofFlow.benchmark.load_benchmark`),
+    so a synthetic pool names a problem as a real ProofFlow pool does (spaces
+    in the benchmark's ids become ``_``).
+    """
     out = []
-    for i, prob in enumerate(data):
-        origin = str(prob.get("origin", "proofflow")).removesuffix(".json")
-        pid = f"{origin}_{prob.get('id', i)}"
-        graph = prob.get("proof_graph") or []
-        if not graph:
-            raise UserError(f"{path}: problem {pid!r} has no proof_graph")
-        steps = [(str(s["id"]), [str(d) for d in s.get("dependencies") or []]) for s in graph]
-        parents, names, dropped = _graph_from_named(steps, path, pid, True)
-        info = {"source": "proofflowbench_0409", "source_index": i, "source_problem_id": pid}
+    for i, prob in enumerate(load_proofflow_benchmark(path)):
+        parents = [sorted(step.parents) for step in prob.steps]
+        info: dict[str, Any] = {"source": "proofflowbench_0409", "source_index": i,
+                                "source_problem_id": prob.problem_id}  # fmt: skip
+        dropped = [step.name for step in prob.steps if step.self_loop_dropped]
         if dropped:
             info["dropped_self_loops"] = dropped
-        out.append(Topology(parents, names, info))
+        out.append(Topology(parents, [step.name for step in prob.steps], info))
     return out
 
 

@@ -48,21 +48,23 @@ class DagArrays(NamedTuple):
     available: np.ndarray  # bool (n, m)
     tmpl: np.ndarray  # float64 (5, n, m): p, lat_mean, lat_std, tmpl_charge, kappa
     rows: np.ndarray  # float64 (3, R): latency, success (0/1), charge
-    p: np.ndarray  # view tmpl[0]: success probability (row mean when rows exist)
-    lat_mean: np.ndarray  # view tmpl[1]: template latency mean (parametric draws)
-    lat_std: np.ndarray  # view tmpl[2]
-    tmpl_charge: np.ndarray  # view tmpl[3]: charge of a parametric attempt
-    kappa: np.ndarray  # view tmpl[4]: expected attempt cost in the cost mode
+    p: np.ndarray  # view tmpl[TMPL_P]: success probability (row mean when rows exist)
+    lat_mean: np.ndarray  # view tmpl[TMPL_LAT_MEAN]: template latency mean (parametric draws)
+    lat_std: np.ndarray  # view tmpl[TMPL_LAT_STD]
+    tmpl_charge: np.ndarray  # view tmpl[TMPL_CHARGE]: charge of a parametric attempt
+    kappa: np.ndarray  # view tmpl[TMPL_KAPPA]: expected attempt cost in the cost mode
     row_ptr: np.ndarray  # int64 (n*m+1,)
-    row_lat: np.ndarray  # view rows[0]
-    row_succ: np.ndarray  # bool copy of rows[1] (for readers; compiled code reads rows)
-    row_charge: np.ndarray  # view rows[2]: charged cost of each row in the cost mode
+    row_lat: np.ndarray  # view rows[ROW_LAT]
+    row_succ: np.ndarray  # bool copy of rows[ROW_SUCC] (for readers; compiled code reads rows)
+    row_charge: np.ndarray  # view rows[ROW_CHARGE]: charged cost of each row in the cost mode
     legacy: np.ndarray  # int64 (n,) model the baselines use on each node
     charge_is_latency: bool  # lat_mean mode: an attempt is charged its latency
     lat_dist: int  # 0 lognormal, 1 gamma, 2 gaussian
 
 
+#: rows of ``DagArrays.tmpl`` (first index; then node, model)
 TMPL_P, TMPL_LAT_MEAN, TMPL_LAT_STD, TMPL_CHARGE, TMPL_KAPPA = 0, 1, 2, 3, 4
+#: rows of ``DagArrays.rows`` (first index; then the row)
 ROW_LAT, ROW_SUCC, ROW_CHARGE = 0, 1, 2
 
 
@@ -88,6 +90,7 @@ def make_dag_arrays(
     lat_dist: int,
 ) -> DagArrays:
     """Pack the tables into :class:`DagArrays` (the one constructor everyone uses)."""
+    # stacked in TMPL_* / ROW_* order
     tmpl = np.ascontiguousarray(np.stack([p, lat_mean, lat_std, tmpl_charge, kappa]).astype(np.float64))
     rows = np.ascontiguousarray(
         np.stack([np.asarray(row_lat, float), np.asarray(row_succ, float), np.asarray(row_charge, float)])
@@ -104,15 +107,15 @@ def make_dag_arrays(
         available=np.ascontiguousarray(available, dtype=np.bool_),
         tmpl=tmpl,
         rows=rows,
-        p=tmpl[0],
-        lat_mean=tmpl[1],
-        lat_std=tmpl[2],
-        tmpl_charge=tmpl[3],
-        kappa=tmpl[4],
+        p=tmpl[TMPL_P],
+        lat_mean=tmpl[TMPL_LAT_MEAN],
+        lat_std=tmpl[TMPL_LAT_STD],
+        tmpl_charge=tmpl[TMPL_CHARGE],
+        kappa=tmpl[TMPL_KAPPA],
         row_ptr=np.ascontiguousarray(row_ptr, dtype=np.int64),
-        row_lat=rows[0],
-        row_succ=rows[1] > 0.5,
-        row_charge=rows[2],
+        row_lat=rows[ROW_LAT],
+        row_succ=rows[ROW_SUCC] > 0.5,
+        row_charge=rows[ROW_CHARGE],
         legacy=np.ascontiguousarray(legacy, dtype=np.int64),
         charge_is_latency=bool(charge_is_latency),
         lat_dist=int(lat_dist),

@@ -43,6 +43,7 @@ from .engine import (
     reset_state,
 )
 from .errors import ConfigError
+from .graph import topological_order
 from .rng import STREAM_STATIC, make_key, uniform
 
 SEQUENTIAL_KS = {"sequential": 1, **{f"sequential_{k}": k for k in (2, 4, 8, 16, 32, 64)}}
@@ -87,8 +88,6 @@ def static_weights(arr: DagArrays, method: str) -> np.ndarray:
 
 
 def _topo(arr: DagArrays) -> list[int]:
-    from .pool import topological_order
-
     return topological_order(arr.parent_ptr, arr.parent_idx, arr.child_ptr, arr.child_idx)
 
 

@@ -5,7 +5,7 @@ has at most one batch in flight, whose end time is the max of its attempts'
 latencies and whose success is the OR of their draws, so the cost of an
 episode grows with the number of batches, not of attempts. The queue is the
 compact list of in-flight nodes; popping scans it for the earliest end time
-(ties to the lower node position).
+(ties to the lower node position, :func:`pop_earliest`, shared with MCPP's kernel).
 
 Layout for speed: the state is six flat arrays (:class:`EpisodeState`) and
 the low-level functions (prefixed ``_``) take unpacked arrays, because every
@@ -21,6 +21,16 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .arrays import (
+    ROW_CHARGE,
+    ROW_LAT,
+    ROW_SUCC,
+    TMPL_CHARGE,
+    TMPL_KAPPA,
+    TMPL_LAT_MEAN,
+    TMPL_LAT_STD,
+    TMPL_P,
+)
 from .costs import charge_of_draw
 from .rng import STREAM_ATTEMPT, fold, make_key, normal, randint, uniform
 from .rng import gamma as gamma_draw
@@ -163,13 +173,13 @@ def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     hi = row_ptr[k + 1]
     if hi > lo:
         r = lo + randint(key, 0, hi - lo)
-        lat = rows[0, r]
-        succ = rows[1, r] > 0.5
-        charge = rows[2, r]
+        lat = rows[ROW_LAT, r]
+        succ = rows[ROW_SUCC, r] > 0.5
+        charge = rows[ROW_CHARGE, r]
     else:
-        succ = uniform(key, 0) < tmpl[0, v, j]
-        lat = sample_latency(dist, tmpl[1, v, j], tmpl[2, v, j], key, 1)
-        charge = tmpl[3, v, j]
+        succ = uniform(key, 0) < tmpl[TMPL_P, v, j]
+        lat = sample_latency(dist, tmpl[TMPL_LAT_MEAN, v, j], tmpl[TMPL_LAT_STD, v, j], key, 1)
+        charge = tmpl[TMPL_CHARGE, v, j]
     return lat, succ, charge_of_draw(cil, charge, lat)
 
 
@@ -283,6 +293,44 @@ def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[BATCH_COUNT, v] = 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def pop_earliest(queue, nq, end, limit):
+    """Remove from ``queue[:nq]`` the node whose batch ends first (ties to the lower node) and return it.
+
+    The one "next event" rule of the engine and of MCPP's kernel. Returns -1,
+    leaving the queue as it is, when that earliest batch ends after ``limit``
+    (the deadline). Otherwise the last entry takes the popped one's place and
+    the caller shortens the queue by one.
+
+    Parameters
+    ----------
+    queue : int64 (>= nq,)
+        Node positions of the batches in flight, in no particular order.
+    nq : int
+        Queue length (>= 1).
+    end : float64 (n,)
+        End time of each node's batch in flight.
+    limit : float
+        Latest end time that may be popped.
+
+    Returns
+    -------
+    v : int
+        The popped node, or -1.
+    """
+    best = 0
+    for q in range(1, nq):
+        u = queue[q]
+        w = queue[best]
+        if end[u] < end[w] or (end[u] == end[w] and u < w):
+            best = q
+    v = queue[best]
+    if end[v] > limit:
+        return -1
+    queue[best] = queue[nq - 1]
+    return v
+
+
 @njit(cache=True, nogil=True)
 def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
     """Run the event loop until the policy must decide or the episode ends.
@@ -307,18 +355,11 @@ def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
         nq = cnt[N_INFLIGHT]
         if nq == 0:
             return NEED_DECISION_IDLE
-        best = 0
-        for q in range(1, nq):
-            u = ni[QUEUE, q]
-            w = ni[QUEUE, best]
-            if nf[BATCH_END, u] < nf[BATCH_END, w] or (nf[BATCH_END, u] == nf[BATCH_END, w] and u < w):
-                best = q
-        v = ni[QUEUE, best]
-        if nf[BATCH_END, v] > scal[DEADLINE]:
+        v = pop_earliest(ni[QUEUE], nq, nf[BATCH_END], scal[DEADLINE])
+        if v < 0:  # the earliest batch ends after the deadline
             scal[T] = scal[DEADLINE]
             cnt[REASON] = DEADLINE_EXHAUSTED
             return ENDED
-        ni[QUEUE, best] = ni[QUEUE, nq - 1]
         cnt[N_INFLIGHT] = nq - 1
         scal[T] = nf[BATCH_END, v]
         _finish_batch(child_ptr, child_idx, cnt, ni, v)
@@ -341,7 +382,7 @@ def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf,
         room = min(scal[BUDGET_LEFT], cap[v] - nf[NODE_COST, v])
         for j in range(m):
             allowed = (j == legacy[v]) if use_legacy else model_mask[j]
-            if allowed and available[v, j] and tmpl[4, v, j] <= room:
+            if allowed and available[v, j] and tmpl[TMPL_KAPPA, v, j] <= room:
                 return STALLED
     return BUDGET_EXHAUSTED
 

@@ -10,7 +10,10 @@ all turn "step X depends on steps Y, Z" into a pool's ``parents`` /
 - a step that depends on itself (ProofFlowBench has 8) loses that self-loop
   with a warning, or is an error where the caller says so;
 - depth is the longest path from a root (roots 0), computed without recursion
-  so that long chains work; a cycle is an error naming the nodes on it.
+  so that long chains work; a cycle is an error naming the nodes on it;
+- one topological order (:func:`topological_order`, Kahn's) serves every
+  walk over a DAG, here and in the simulator (pool loader, nominal scales,
+  baselines, MCPP).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import logging
 import os
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import numpy as np
 
 from simulator.errors import PoolError
 
@@ -36,6 +41,45 @@ class CycleError(ValueError):
         self.cycle = cycle
 
 
+def topological_order(parent_ptr: Any, parent_idx: Any, child_ptr: Any, child_idx: Any) -> list[int]:
+    """Kahn's order of a graph in CSR form (positions 0..n-1); shorter than n when there is a cycle.
+
+    The one topological order of the project: the pool loader, the nominal
+    scales, the static baselines and MCPP's bounds all walk the graph with it.
+    Any valid order gives them the same numbers (they take maxima and sums
+    along paths), so the tie rule (last ready first) is not part of any result.
+    """
+    n = len(parent_ptr) - 1
+    indeg = np.diff(np.asarray(parent_ptr)).astype(np.int64)
+    stack = [v for v in range(n) if indeg[v] == 0]
+    order: list[int] = []
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        for c in child_idx[child_ptr[v] : child_ptr[v + 1]]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                stack.append(int(c))
+    return order
+
+
+def longest_path_depths(order: Sequence[int], parent_ptr: Any, parent_idx: Any) -> list[int]:
+    """Depth of every position (roots 0, else 1 + the deepest parent), given a topological ``order``."""
+    depth = [0] * (len(parent_ptr) - 1)
+    for v in order:
+        for e in range(parent_ptr[v], parent_ptr[v + 1]):
+            depth[v] = max(depth[v], depth[parent_idx[e]] + 1)
+    return depth
+
+
+def csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr, idx)`` of a list of int lists: item ``v`` is ``idx[ptr[v]:ptr[v+1]]``."""
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(x) for x in lists])
+    idx = np.array([i for x in lists for i in x], dtype=np.int64)
+    return ptr, idx
+
+
 def node_depths(parents: Mapping[K, Iterable[K]]) -> dict[K, int]:
     """Longest-path depth of every node (roots 0), in the mapping's order.
 
@@ -43,20 +87,17 @@ def node_depths(parents: Mapping[K, Iterable[K]]) -> dict[K, int]:
     cycle, ``KeyError`` for a parent that is not a node.
     """
     ps = {v: list(p) for v, p in parents.items()}
-    children = children_of(ps)
-    waiting = {v: len(p) for v, p in ps.items()}
-    ready = [v for v, n in waiting.items() if n == 0]
-    depth: dict[K, int] = {}
-    while ready:
-        v = ready.pop()
-        depth[v] = max((depth[u] + 1 for u in ps[v]), default=0)
-        for c in children[v]:
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                ready.append(c)
-    if len(depth) < len(ps):
-        raise CycleError(_a_cycle(ps, depth))
-    return {v: depth[v] for v in ps}
+    nodes = list(ps)
+    pos = {v: k for k, v in enumerate(nodes)}
+    by_pos = [[pos[u] for u in ps[v]] for v in nodes]
+    pptr, pidx = csr(by_pos)
+    cptr, cidx = csr(list(children_of(dict(enumerate(by_pos))).values()))
+    order = topological_order(pptr, pidx, cptr, cidx)
+    if len(order) < len(nodes):
+        done = {nodes[k]: 0 for k in order}
+        raise CycleError(_a_cycle(ps, done))
+    depth = longest_path_depths(order, pptr, pidx)
+    return {v: depth[k] for k, v in enumerate(nodes)}
 
 
 def _a_cycle(parents: dict[K, list[K]], done: Mapping[K, int]) -> list[K]:

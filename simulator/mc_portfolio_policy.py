@@ -31,7 +31,7 @@ from .arrays import DagArrays
 from .episode import DecisionView
 from .errors import ConfigError
 from .mcpp_candidates import actions_to_arrays, candidates_key, generate_candidates
-from .mcpp_kernel import attempt_bounds, child_tails, run_pairs, run_pairs_serial
+from .mcpp_kernel import DecisionState, plan_bounds, run_pairs, run_pairs_serial
 from .mcpp_params import (
     MCPP,
     MCPPParams,
@@ -98,8 +98,7 @@ class _EpisodeTables:
 
     def __init__(self, parr: DagArrays) -> None:
         self.arr = parr
-        self.min_charge, self.min_lat = attempt_bounds(parr)
-        self.child_tail = child_tails(parr, self.min_lat)
+        self.bounds = plan_bounds(parr)
         indeg = np.diff(parr.parent_ptr)
         self.edge_child = np.repeat(np.arange(parr.n, dtype=np.int64), indeg)
 
@@ -132,7 +131,6 @@ class MCPortfolioPolicy:
         self._tables: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
         self._models: np.ndarray | None = None
-        self._seed = self._dag = self._trial = 0
 
     # -- model positions ---------------------------------------------------------------
 
@@ -181,7 +179,6 @@ class MCPortfolioPolicy:
         if self._tables is None or self._tables.arr is not parr:
             self._tables = _EpisodeTables(parr)
             self._models = self.model_positions(parr)
-        self._seed, self._dag, self._trial = int(seed), int(dag), int(trial)
         self._decisions = []
 
     def act(self, view: DecisionView) -> tuple[np.ndarray, np.ndarray] | None:
@@ -258,21 +255,31 @@ class MCPortfolioPolicy:
         inf_end = np.array(
             [float(rem[ptr[q] : ptr[q + 1]].max()) if inf_nrem[q] else 0.0 for q in range(len(inf_node))]
         )
-        inf_already = np.asarray(view.already_success, dtype=np.bool_)
-        state = (completed, parents_done, inf_node, inf_model, inf_end, inf_nrem, inf_already)
-        dkey = np.uint64(make_key(view.seed, view.dag, view.trial, STREAM_PLANNER, view.decision_index, 0, 0))
-        crn = P.evaluation in ("crn", "crn_halving")
-        budget = float(view.budget_left)
-        horizon = float(view.deadline - view.t)
+        dec = DecisionState(
+            ready=ready,
+            cand_model=cand_model,
+            cand_count=cand_count,
+            mem_model=mem_model,
+            mem_k=mem_k,
+            completed=completed,
+            parents_done=parents_done,
+            inf_node=inf_node,
+            inf_model=inf_model,
+            inf_end=inf_end,
+            inf_nrem=inf_nrem,
+            inf_already=np.asarray(view.already_success, dtype=np.bool_),
+            budget=float(view.budget_left),
+            horizon=float(view.deadline - view.t),
+            key=np.uint64(make_key(view.seed, view.dag, view.trial, STREAM_PLANNER, view.decision_index, 0, 0)),
+            crn=P.evaluation in ("crn", "crn_halving"),
+            prune=self.prune,
+            max_steps=int(P.max_rollout_steps),
+        )
 
         def evaluate(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int) -> np.ndarray:
             out = np.zeros(len(pc), dtype=np.int64)
             fn = run_pairs if (len(pc) > 1 and numba.get_num_threads() > 1) else run_pairs_serial
-            fn(
-                parr, ready, cand_model, cand_count, pc, pm, mem_model, mem_k, *state, budget,
-                horizon, tb.min_charge, tb.min_lat, tb.child_tail, self.prune, P.max_rollout_steps, dkey, crn,
-                s_lo, s_hi, out,
-            )
+            fn(parr, tb.bounds, dec, pc, pm, s_lo, s_hi, out)
             return out
 
         if self.n_threads > 0:

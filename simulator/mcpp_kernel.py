@@ -16,23 +16,69 @@ not depend on the number of threads. With common random numbers (CRN) the
 candidate index is left out of the key, so every candidate meets the same
 luck on the same node batch.
 
-Everything here works on flat arrays (:class:`~simulator.arrays.DagArrays`
-plus the decision's state arrays); :func:`run_pairs` spreads (candidate,
-member) pairs over threads with ``prange``.
+Everything here works on flat arrays: the DAG's
+:class:`~simulator.arrays.DagArrays`, the episode's pruning bounds
+(:class:`PlanBounds`) and the decision's state (:class:`DecisionState`), all
+three NamedTuples of arrays and scalars built outside the hot loop.
+:func:`run_pairs` spreads (candidate, member) pairs over threads with
+``prange``; :func:`_run_pair` unpacks the tuples once and runs the
+simulations of one pair.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange, uint64
 
 from .costs import charge_of_draw
-from .engine import sample_latency
+from .engine import pop_earliest, sample_latency
 from .rng import _GOLDEN, fold, randint, uniform
 
 #: key field for "every candidate" (common random numbers)
 CRN_CANDIDATE = 0x7FFFFFFF
 _BATCH_SHIFT = 4294967296  # 2**32: sub-key of batch b of node v is v * 2**32 + b
+
+
+
+
+class PlanBounds(NamedTuple):
+    """Per-(DAG, episode) lower bounds for exact pruning (built once per episode, read by every decision).
+
+    All three are float64 arrays of shape (n, m), +inf where the model is unavailable.
+    """
+
+    min_charge: np.ndarray  # smallest charged cost of one attempt (:func:`attempt_bounds`)
+    min_lat: np.ndarray  # smallest latency of one attempt (:func:`attempt_bounds`)
+    child_tail: np.ndarray  # longest path of min latencies strictly below each node (:func:`child_tails`)
+
+
+class DecisionState(NamedTuple):
+    """Everything one MCPP decision hands to the kernel (built once per decision).
+
+    R = number of ready nodes, C = candidates, P = portfolio members, n = nodes,
+    Q = in-flight batches. Times are relative to the decision (t = 0 now).
+    """
+
+    ready: np.ndarray  # int64 (R,): ready node positions, in the candidates' column order
+    cand_model: np.ndarray  # int64 (C, R): model position of candidate c on ready node r
+    cand_count: np.ndarray  # int64 (C, R): attempt count (>= 1) of candidate c on ready node r
+    mem_model: np.ndarray  # int64 (P,): model position of member Seq-(m, k)
+    mem_k: np.ndarray  # int64 (P,): its attempt count k
+    completed: np.ndarray  # bool (n,): node completed at the decision
+    parents_done: np.ndarray  # int64 (n,): completed parents of each node
+    inf_node: np.ndarray  # int64 (Q,): node of each in-flight batch
+    inf_model: np.ndarray  # int64 (Q,): its model position
+    inf_end: np.ndarray  # float64 (Q,): its known end time (max remaining latency)
+    inf_nrem: np.ndarray  # int64 (Q,): its attempts not yet finished (redrawn)
+    inf_already: np.ndarray  # bool (Q,): one of its finished attempts already succeeded
+    budget: float  # remaining budget b
+    horizon: float  # remaining time D - t
+    key: np.uint64  # the decision's key (run seed, DAG, trial, STREAM_PLANNER, decision index)
+    crn: bool  # common random numbers: the candidate is left out of the simulation key
+    prune: bool  # exact pruning (results unchanged; off only to test that)
+    max_steps: int  # batch ends a simulation may process; one more is a failure
 
 
 @njit(cache=True, nogil=True)
@@ -41,7 +87,21 @@ def attempt_bounds(arr):
 
     Used to reject a batch that cannot fit before drawing it (k attempts cost
     at least k x min charge): an exact shortcut, the outcome is a failure
-    whatever the draws. Unavailable models get +inf.
+    whatever the draws.
+
+    Parameters
+    ----------
+    arr : DagArrays
+        The planning statistics of the DAG (n nodes, m models).
+
+    Returns
+    -------
+    min_charge : float64 (n, m)
+        Smallest charge of one attempt in the cost mode (+inf if unavailable).
+    min_lat : float64 (n, m)
+        Smallest latency of one attempt (+inf if unavailable); for parametric
+        draws the 1e-3 floor of :func:`~simulator.engine.sample_latency`
+        (the mean itself when the latency is deterministic).
     """
     n, m = arr.n, arr.m
     min_charge = np.full((n, m), np.inf)
@@ -80,8 +140,19 @@ def child_tails(arr, min_lat: np.ndarray) -> np.ndarray:
     is the max over v's children (0 for a sink). A batch of v ending at e
     cannot let the DAG complete before ``e + child_tail[v, j]`` when the rest
     is run with model j (inf when a descendant lacks model j).
+
+    Parameters
+    ----------
+    arr : DagArrays
+        The DAG (its child lists and topological order are used).
+    min_lat : float64 (n, m)
+        Smallest latency of one attempt, from :func:`attempt_bounds`.
+
+    Returns
+    -------
+    child_tail : float64 (n, m)
     """
-    from .pool import topological_order
+    from .graph import topological_order
 
     order = topological_order(arr.parent_ptr, arr.parent_idx, arr.child_ptr, arr.child_idx)
     tail = np.zeros((arr.n, arr.m))
@@ -93,9 +164,16 @@ def child_tails(arr, min_lat: np.ndarray) -> np.ndarray:
     return child
 
 
+def plan_bounds(arr) -> PlanBounds:
+    """The pruning bounds of a DAG's planning statistics (once per episode)."""
+    min_charge, min_lat = attempt_bounds(arr)
+    return PlanBounds(min_charge, min_lat, child_tails(arr, min_lat))
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _batch_key(skey, v, b):
-    return fold(skey, v * _BATCH_SHIFT + b)
+def _batch_key(sim_key, v, b):
+    """Key of batch number b of node v inside a simulation."""
+    return fold(sim_key, v * _BATCH_SHIFT + b)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -105,6 +183,31 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
     The kernel passes arrays one by one: reading them through the DagArrays
     tuple in the hot loop is about twice slower (the compiler reloads them).
     A test checks equality with ``draw_attempt`` on rows and parametric draws.
+
+    Parameters
+    ----------
+    row_ptr : int64 (n*m+1,)
+        Rows of (node v, model j) are ``row_ptr[v*m+j] : row_ptr[v*m+j+1]``.
+    row_lat, row_succ, row_charge : float64, bool, float64 (R,)
+        The empirical rows (``DagArrays.row_*``).
+    p, lat_mean, lat_std, tmpl_charge : float64 (n, m)
+        The template (``DagArrays``; used when (v, j) has no rows).
+    m : int
+        Number of models.
+    lat_dist : int
+        Parametric latency law (0 lognormal, 1 gamma, 2 gaussian).
+    cil : bool
+        ``charge_is_latency``: an attempt is charged its latency.
+    v, j : int
+        Node and model positions.
+    key : uint64
+        The attempt's key.
+
+    Returns
+    -------
+    latency : float64
+    success : bool
+    charge : float64
     """
     k = v * m + j
     lo = row_ptr[k]
@@ -121,28 +224,46 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
     return lat, succ, charge_of_draw(cil, charge, lat)
 
 
-@njit(cache=True, nogil=True)
-def draw_batch(arr, v, j, k, bkey, room_t, room_b, min_charge, min_lat):
-    """Draw a batch of k attempts of node v with model j: (feasible, end, success, cost).
-
-    Not feasible when a drawn latency exceeds ``room_t`` or the batch cost
-    exceeds ``room_b`` (the atomic rule; both are a failure for the planner).
-    Attempt a uses the key ``bkey + a * golden`` (a Weyl sequence, as in
-    SplitMix64: one mixing round per uniform). (Reference version on DagArrays;
-    the kernel inlines the same steps on unpacked arrays.)
-    """
-    return _draw_batch(
-        arr.row_ptr, arr.row_lat, arr.row_succ, arr.row_charge, arr.p, arr.lat_mean, arr.lat_std,
-        arr.tmpl_charge, arr.m, arr.lat_dist, arr.charge_is_latency, v, j, k, bkey, room_t, room_b,
-        min_charge, min_lat,
-    )
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _draw_batch(
     row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil,
     v, j, k, bkey, room_t, room_b, min_charge, min_lat,
 ):
+    """Draw a batch of k attempts of node v with model j under the atomic rule.
+
+    Not feasible when a drawn latency exceeds ``room_t`` or the batch cost
+    exceeds ``room_b`` (both are a failure for the planner); rejected before
+    any draw when even the cheapest, fastest attempts cannot fit. Attempt a
+    uses the key ``bkey + a * golden`` (a Weyl sequence, as in SplitMix64:
+    one mixing round per uniform).
+
+    Parameters
+    ----------
+    row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil
+        The DAG's draw tables, as in :func:`draw_flat`.
+    v, j : int
+        Node and model positions.
+    k : int
+        Number of attempts (>= 1).
+    bkey : uint64
+        The batch's key (:func:`_batch_key`).
+    room_t : float
+        Time left before the deadline (relative to the batch start).
+    room_b : float
+        Budget left.
+    min_charge, min_lat : float64 (n, m)
+        :class:`PlanBounds` fields.
+
+    Returns
+    -------
+    feasible : bool
+    end : float
+        Largest drawn latency (relative to the batch start); 0 if not feasible.
+    success : bool
+        OR of the attempts' successes.
+    cost : float
+        Sum of the attempts' charges.
+    """
     if min_lat[v, j] > room_t or k * min_charge[v, j] > room_b:
         return False, 0.0, False, 0.0
     end = 0.0
@@ -165,234 +286,291 @@ def _draw_batch(
 
 
 @njit(cache=True, nogil=True)
-def _run_pair(
-    row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil,
-    available, child_ptr, child_idx, parent_ptr,
-    ready, cm, cc, mem_model, mem_k, completed0, parents_done0,
-    inf_node, inf_model, inf_end, inf_nrem, inf_already,
-    budget, horizon, min_charge, min_lat, child_tail, prune, max_steps, pkey, s_lo, s_hi,
-):
-    """Successes among simulations s_lo..s_hi-1 of one (candidate, member) pair.
+def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy):
+    """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
-    One simulation: in-flight batches keep their known ends, their success is
-    redrawn per unfinished attempt (batch number 0 of the node) unless one
-    already succeeded; the candidate is launched atomically over the ready
-    nodes; then at every batch end the member launches (mem_model, mem_k) on
-    the nodes that became ready (the failed node, or children just unlocked:
-    every other ready node was launched before). Times are relative to the
-    decision (deadline = ``horizon``).
+    Every node neither completed nor busy (ready or in flight) still needs a
+    first member batch costing at least ``mem_k`` x its min charge; the
+    candidate's batches cost at least count x min charge; a batch ending at e
+    leaves at least ``child_tail`` before the DAG can complete.
 
-    With ``prune``, simulations (or the whole pair) stop as soon as failure is
-    certain, which never changes a result: every node not yet launched still
-    needs a member batch costing >= k x its min charge, and a batch ending at
-    e leaves at least ``child_tail`` (longest path of min latencies below the
-    node, member model) before the DAG can complete.
+    Parameters
+    ----------
+    available : bool (n, m)
+    bounds : PlanBounds
+    dec : DecisionState
+    act_model, act_count : int64 (R,)
+        The candidate's model and count per ready node (``dec.cand_*[c]``).
+    mem_model, mem_k : int
+        The member Seq-(m, k).
+    busy : bool (n,)
+        Node ready or in flight at the decision.
+
+    Returns
+    -------
+    fails : bool
+    need0 : float
+        Least cost of the first member batches of the nodes not yet launched
+        (the ``need`` the simulations start from).
     """
+    min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
+    ready, completed0 = dec.ready, dec.completed
+    need0 = 0.0
+    for v in range(completed0.shape[0]):
+        if not completed0[v] and not busy[v]:
+            if not available[v, mem_model]:
+                return True, need0
+            need0 += mem_k * min_charge[v, mem_model]
+    first = 0.0
+    for r in range(ready.shape[0]):
+        v = ready[r]
+        first += act_count[r] * min_charge[v, act_model[r]]
+        if min_lat[v, act_model[r]] + child_tail[v, mem_model] > dec.horizon:
+            return True, need0
+    if first + need0 > dec.budget:
+        return True, need0
+    for q in range(dec.inf_node.shape[0]):
+        if dec.inf_end[q] + child_tail[dec.inf_node[q], mem_model] > dec.horizon:
+            return True, need0
+    return False, need0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _redraw_inflight(p, inf_node, inf_model, inf_end, inf_nrem, inf_already, sim_key, batch_end, batch_succ, queue):
+    """Queue the in-flight batches of one simulation; returns the queue length.
+
+    A batch keeps its known end; its success is redrawn per unfinished
+    attempt as Bernoulli(p) (key: batch number 0 of the node) unless one of
+    its finished attempts already succeeded.
+    """
+    nq = 0
+    for q in range(inf_node.shape[0]):
+        v = inf_node[q]
+        s = inf_already[q]
+        if not s:
+            pv = p[v, inf_model[q]]
+            ikey = _batch_key(sim_key, v, 0)
+            for a in range(inf_nrem[q]):
+                if uniform(ikey, a) < pv:
+                    s = True
+                    break
+        batch_end[v] = inf_end[q]
+        batch_succ[v] = s
+        queue[nq] = v
+        nq += 1
+    return nq
+
+
+@njit(cache=True, nogil=True)
+def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
+    """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
+
+    One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
+    the candidate is launched atomically over the ready nodes; then at every
+    batch end (:func:`~simulator.engine.pop_earliest`, as in the engine) the
+    member launches (model, k) on the nodes that became ready (the failed
+    node, or children just unlocked: every other ready node was launched
+    before), with the same atomic rule. Success = every node completed when
+    the loop checks, before ``t >= horizon`` (finishing exactly at the
+    deadline counts, as in ``engine.advance``).
+
+    With ``dec.prune``, simulations (or the whole pair,
+    :func:`_pair_fails_surely`) stop as soon as failure is certain, which
+    never changes a result: every node not yet launched still needs a member
+    batch costing >= k x its min charge (``need``), and a batch ending at e
+    leaves at least ``child_tail`` before the DAG can complete.
+
+    Parameters
+    ----------
+    arr : DagArrays
+        Planning statistics of the DAG (n nodes, m models).
+    bounds : PlanBounds
+        The episode's pruning bounds, float64 (n, m) each.
+    dec : DecisionState
+        The decision (times relative to it: deadline = ``dec.horizon``).
+    c : int
+        Candidate index (row of ``dec.cand_model`` / ``dec.cand_count``).
+    pm : int
+        Member index (into ``dec.mem_model`` / ``dec.mem_k``).
+    s_lo, s_hi : int
+        Simulation indices to run (keys ``fold(pair_key, s)``; successive
+        halving runs a pair in several slices).
+
+    Returns
+    -------
+    wins : int
+        Number of successful simulations.
+    """
+    # unpack once: reading tuple fields inside the loops costs a reference-count update each
+    row_ptr, row_lat, row_succ, row_charge = arr.row_ptr, arr.row_lat, arr.row_succ, arr.row_charge
+    p, lat_mean, lat_std, tmpl_charge = arr.p, arr.lat_mean, arr.lat_std, arr.tmpl_charge
+    m, lat_dist, cil = arr.m, arr.lat_dist, arr.charge_is_latency
+    available, child_ptr, child_idx, parent_ptr = arr.available, arr.child_ptr, arr.child_idx, arr.parent_ptr
+    min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
+    ready, completed0, parents_done0 = dec.ready, dec.completed, dec.parents_done
+    inf_node, inf_model, inf_end = dec.inf_node, dec.inf_model, dec.inf_end
+    inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
+    budget, horizon, prune, max_steps = dec.budget, dec.horizon, dec.prune, dec.max_steps
+    act_model = dec.cand_model[c]  # (R,) the candidate's model per ready node
+    act_count = dec.cand_count[c]
+    mem_model = dec.mem_model[pm]
+    mem_k = dec.mem_k[pm]
+    pair_key = fold(fold(dec.key, CRN_CANDIDATE if dec.crn else c), pm)
+
     n = completed0.shape[0]
-    mm = mem_model
-    # -- pair-level checks: failure certain for every simulation
-    busy = np.zeros(n, dtype=np.bool_)
+    busy = np.zeros(n, dtype=np.bool_)  # ready or in flight at the decision
     for r in range(ready.shape[0]):
         busy[ready[r]] = True
     for q in range(inf_node.shape[0]):
         busy[inf_node[q]] = True
     need0 = 0.0
     if prune:
-        for v in range(n):
-            if not completed0[v] and not busy[v]:
-                if not available[v, mm]:
-                    return 0
-                need0 += mem_k * min_charge[v, mm]
-        first = 0.0
-        for r in range(ready.shape[0]):
-            v = ready[r]
-            first += cc[r] * min_charge[v, cm[r]]
-            if min_lat[v, cm[r]] + child_tail[v, mm] > horizon:
-                return 0
-        if first + need0 > budget:
+        fails, need0 = _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy)
+        if fails:
             return 0
-        for q in range(inf_node.shape[0]):
-            if inf_end[q] + child_tail[inf_node[q], mm] > horizon:
-                return 0
+    # per-simulation state (scratch, reset at every simulation)
     completed = np.empty(n, dtype=np.bool_)
     parents_done = np.empty(n, dtype=np.int64)
-    flist = np.empty(n, dtype=np.int64)
-    bend = np.empty(n)
-    bsucc = np.empty(n, dtype=np.bool_)
-    bno = np.empty(n, dtype=np.int64)
-    newready = np.empty(n, dtype=np.int64)
-    ncomp0 = 0
+    queue = np.empty(n, dtype=np.int64)  # nodes with a batch in flight (queue[:nq])
+    batch_end = np.empty(n)  # end time of the node's batch in flight
+    batch_succ = np.empty(n, dtype=np.bool_)
+    batch_no = np.empty(n, dtype=np.int64)  # next batch number of the node (its key)
+    new_ready = np.empty(n, dtype=np.int64)
+    n_completed0 = 0
     for v in range(n):
         if completed0[v]:
-            ncomp0 += 1
+            n_completed0 += 1
     wins = 0
     for s_idx in range(s_lo, s_hi):
-        skey = fold(pkey, s_idx)
-        ncomp = ncomp0
+        sim_key = fold(pair_key, s_idx)
+        n_completed = n_completed0
         for v in range(n):
             completed[v] = completed0[v]
             parents_done[v] = parents_done0[v]
-            bno[v] = 1
-        nf = 0
-        for q in range(inf_node.shape[0]):
-            v = inf_node[q]
-            s = inf_already[q]
-            if not s:
-                pv = p[v, inf_model[q]]
-                ikey = _batch_key(skey, v, 0)
-                for a in range(inf_nrem[q]):
-                    if uniform(ikey, a) < pv:
-                        s = True
-                        break
-            bend[v] = inf_end[q]
-            bsucc[v] = s
-            flist[nf] = v
-            nf += 1
+            batch_no[v] = 1
+        nq = _redraw_inflight(
+            p, inf_node, inf_model, inf_end, inf_nrem, inf_already, sim_key, batch_end, batch_succ, queue
+        )
         # the candidate action (atomic launch over every ready node)
         t = 0.0
         cost = 0.0
         alive = True
         for r in range(ready.shape[0]):
             v = ready[r]
-            ok, end, s, c = _draw_batch(
+            ok, end, s, ch = _draw_batch(
                 row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m,
-                lat_dist, cil, v, cm[r], cc[r], _batch_key(skey, v, bno[v]), horizon,
+                lat_dist, cil, v, act_model[r], act_count[r], _batch_key(sim_key, v, batch_no[v]), horizon,
                 budget - cost, min_charge, min_lat,
             )
             if not ok:
                 alive = False
                 break
-            if prune and end + child_tail[v, mm] > horizon:
+            if prune and end + child_tail[v, mem_model] > horizon:
                 alive = False
                 break
-            cost += c
-            bno[v] += 1
-            bend[v] = end
-            bsucc[v] = s
-            flist[nf] = v
-            nf += 1
+            cost += ch
+            batch_no[v] += 1
+            batch_end[v] = end
+            batch_succ[v] = s
+            queue[nq] = v
+            nq += 1
         if not alive:
             continue
-        b = budget - cost
-        need = need0
-        if prune and b < need:
+        budget_left = budget - cost
+        need = need0  # least cost of the first batches of the nodes not launched yet
+        if prune and budget_left < need:
             continue
         steps = 0
         while True:
-            if ncomp == n:  # completion first: finishing exactly at D counts (engine.advance)
+            if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)
                 wins += 1
                 break
             if t >= horizon:
                 break
-            if nf == 0:
+            if nq == 0:
                 break
-            best = 0
-            for q in range(1, nf):
-                u = flist[q]
-                w = flist[best]
-                if bend[u] < bend[w] or (bend[u] == bend[w] and u < w):
-                    best = q
-            v = flist[best]
-            if bend[v] > horizon:
+            v = pop_earliest(queue, nq, batch_end, horizon)
+            if v < 0:  # the earliest batch ends after the deadline
                 break
-            flist[best] = flist[nf - 1]
-            nf -= 1
-            t = bend[v]
+            nq -= 1
+            t = batch_end[v]
             steps += 1
             if steps > max_steps:
                 break
-            nr = 0
-            if bsucc[v]:
+            n_new = 0
+            if batch_succ[v]:
                 completed[v] = True
-                ncomp += 1
+                n_completed += 1
                 for e in range(child_ptr[v], child_ptr[v + 1]):
-                    c_ = child_idx[e]
-                    parents_done[c_] += 1
-                    if parents_done[c_] == parent_ptr[c_ + 1] - parent_ptr[c_]:
-                        newready[nr] = c_
-                        nr += 1
+                    u = child_idx[e]
+                    parents_done[u] += 1
+                    if parents_done[u] == parent_ptr[u + 1] - parent_ptr[u]:
+                        new_ready[n_new] = u
+                        n_new += 1
             else:
-                newready[nr] = v
-                nr += 1
-            if ncomp < n and t < horizon and nr > 0:
+                new_ready[n_new] = v
+                n_new += 1
+            if n_completed < n and t < horizon and n_new > 0:
                 # the member's decision: (mem_model, mem_k) on every ready node, atomic launch
                 cost = 0.0
-                for r in range(nr):
-                    u = newready[r]
+                for r in range(n_new):
+                    u = new_ready[r]
                     if not available[u, mem_model]:
                         alive = False
                         break
-                    ok, end, s, c = _draw_batch(
+                    ok, end, s, ch = _draw_batch(
                         row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge,
-                        m, lat_dist, cil, u, mem_model, mem_k, _batch_key(skey, u, bno[u]),
-                        horizon - t, b - cost, min_charge, min_lat,
+                        m, lat_dist, cil, u, mem_model, mem_k, _batch_key(sim_key, u, batch_no[u]),
+                        horizon - t, budget_left - cost, min_charge, min_lat,
                     )
-                    if not ok or (prune and t + end + child_tail[u, mm] > horizon):
+                    if not ok or (prune and t + end + child_tail[u, mem_model] > horizon):
                         alive = False
                         break
-                    if prune and bno[u] == 1 and not busy[u]:
-                        need -= mem_k * min_charge[u, mm]  # first launch of a node counted in need
-                    cost += c
-                    bno[u] += 1
-                    bend[u] = t + end
-                    bsucc[u] = s
-                    flist[nf] = u
-                    nf += 1
+                    if prune and batch_no[u] == 1 and not busy[u]:
+                        need -= mem_k * min_charge[u, mem_model]  # first launch of a node counted in need
+                    cost += ch
+                    batch_no[u] += 1
+                    batch_end[u] = t + end
+                    batch_succ[u] = s
+                    queue[nq] = u
+                    nq += 1
                 if not alive:
                     break
-                b -= cost
-                if prune and b < need:
+                budget_left -= cost
+                if prune and budget_left < need:
                     break
     return wins
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _pair(arr, ready, cand_model, cand_count, i, pair_cand, pair_mem, mem_model, mem_k, completed0,
-          parents_done0, inf_node, inf_model, inf_end, inf_nrem, inf_already, budget, horizon,
-          min_charge, min_lat, child_tail, prune, max_steps, dkey, crn, s_lo, s_hi):
-    c = pair_cand[i]
-    pm = pair_mem[i]
-    ckey = fold(dkey, CRN_CANDIDATE if crn else c)
-    return _run_pair(
-        arr.row_ptr, arr.row_lat, arr.row_succ, arr.row_charge, arr.p, arr.lat_mean, arr.lat_std,
-        arr.tmpl_charge, arr.m, arr.lat_dist, arr.charge_is_latency, arr.available, arr.child_ptr,
-        arr.child_idx, arr.parent_ptr, ready, cand_model[c], cand_count[c], mem_model[pm], mem_k[pm],
-        completed0, parents_done0, inf_node, inf_model, inf_end, inf_nrem, inf_already, budget,
-        horizon, min_charge, min_lat, child_tail, prune, max_steps, fold(ckey, pm), s_lo, s_hi,
-    )
-
-
 @njit(cache=True, nogil=True, parallel=True)
-def run_pairs(
-    arr, ready, cand_model, cand_count, pair_cand, pair_mem, mem_model, mem_k, completed0,
-    parents_done0, inf_node, inf_model, inf_end, inf_nrem, inf_already, budget, horizon,
-    min_charge, min_lat, child_tail, prune, max_steps, dkey, crn, s_lo, s_hi, out_wins,
-):
+def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
     """Simulations s_lo..s_hi-1 of every listed (candidate, member) pair, over threads.
 
-    ``out_wins[i]`` receives the number of successful simulations of pair i
-    (``pair_cand[i]``, ``pair_mem[i]``). ``dkey`` is the decision's key; the
-    key of a simulation folds in the candidate (or ``CRN_CANDIDATE``), the
-    member and the sample index, so the result is the same for any thread count.
+    The key of a simulation folds into ``dec.key`` the candidate (or
+    ``CRN_CANDIDATE``), the member and the sample index, so the result is the
+    same for any thread count.
+
+    Parameters
+    ----------
+    arr : DagArrays
+        Planning statistics of the DAG.
+    bounds : PlanBounds
+        The episode's pruning bounds.
+    dec : DecisionState
+        The decision.
+    pair_cand, pair_mem : int64 (N,)
+        Candidate and member index of each pair to evaluate.
+    s_lo, s_hi : int
+        Simulation indices to run for every pair.
+    out_wins : int64 (N,)
+        Output: ``out_wins[i]`` = successful simulations of pair i.
     """
     for i in prange(pair_cand.shape[0]):
-        out_wins[i] = _pair(
-            arr, ready, cand_model, cand_count, i, pair_cand, pair_mem, mem_model, mem_k,
-            completed0, parents_done0, inf_node, inf_model, inf_end, inf_nrem, inf_already, budget,
-            horizon, min_charge, min_lat, child_tail, prune, max_steps, dkey, crn, s_lo, s_hi,
-        )
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi)
 
 
 @njit(cache=True, nogil=True)
-def run_pairs_serial(
-    arr, ready, cand_model, cand_count, pair_cand, pair_mem, mem_model, mem_k, completed0,
-    parents_done0, inf_node, inf_model, inf_end, inf_nrem, inf_already, budget, horizon,
-    min_charge, min_lat, child_tail, prune, max_steps, dkey, crn, s_lo, s_hi, out_wins,
-):
-    """Single-threaded twin of :func:`run_pairs` (same keys, same results)."""
+def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
+    """Single-threaded twin of :func:`run_pairs` (same parameters, same keys, same results)."""
     for i in range(pair_cand.shape[0]):
-        out_wins[i] = _pair(
-            arr, ready, cand_model, cand_count, i, pair_cand, pair_mem, mem_model, mem_k,
-            completed0, parents_done0, inf_node, inf_model, inf_end, inf_nrem, inf_already, budget,
-            horizon, min_charge, min_lat, child_tail, prune, max_steps, dkey, crn, s_lo, s_hi,
-        )
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi)

@@ -13,7 +13,7 @@ import math
 
 from .arrays import DagArrays
 from .errors import ConfigError
-from .pool import topological_order
+from .graph import topological_order
 
 
 def _legacy_p(arr: DagArrays, v: int) -> float:

@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from .errors import PoolError
+from .graph import csr, longest_path_depths, topological_order
 from .io_utils import atomic_write_jsonl
+from .stats import template_from_columns
 
 DEFAULT_MODEL = "default"
 LATENCY_FLOOR = 1e-3
@@ -79,27 +81,7 @@ class DagStats:
     def depth(self) -> int:
         """Number of nodes on the longest path (1 for a single node)."""
         order = topological_order(self.parent_ptr, self.parent_idx, self.child_ptr, self.child_idx)
-        level = np.ones(self.n_nodes, dtype=np.int64)
-        for v in order:
-            for p in self.parent_idx[self.parent_ptr[v] : self.parent_ptr[v + 1]]:
-                level[v] = max(level[v], level[p] + 1)
-        return int(level.max()) if self.n_nodes else 0
-
-
-def topological_order(parent_ptr, parent_idx, child_ptr, child_idx) -> list[int]:
-    """Kahn's order; shorter than n when there is a cycle."""
-    n = len(parent_ptr) - 1
-    indeg = np.diff(parent_ptr).astype(np.int64)
-    stack = [v for v in range(n) if indeg[v] == 0]
-    order: list[int] = []
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        for c in child_idx[child_ptr[v] : child_ptr[v + 1]]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                stack.append(int(c))
-    return order
+        return max(longest_path_depths(order, self.parent_ptr, self.parent_idx), default=-1) + 1
 
 
 class Pool:
@@ -297,13 +279,8 @@ def _resolve_pending_rows(ctx: _Ctx, per_node: list[dict]) -> None:
 
 
 def _template_from_rows(rows: np.ndarray) -> dict[str, float]:
-    return {
-        "success_prob": float(rows[:, 1].mean()),
-        "lat_mean": float(rows[:, 0].mean()),
-        "lat_std": float(rows[:, 0].std()),
-        "cost_mean": float(rows[:, 2].mean()),
-        "token_cost_mean": float(rows[:, 3].mean()),
-    }
+    """Template of a parsed row table (columns latency, success, cost, token_cost): one rule, simulator.stats."""
+    return template_from_columns(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3])
 
 
 def _id(ctx: _Ctx, value: Any, what: str, node: Any) -> int:
@@ -374,12 +351,6 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
                     f"children inconsistent with parents: child {ids[c]} does not list it as a parent",
                     ids[k],
                 )
-
-    def csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(x) for x in lists])
-        idx = np.array([i for x in lists for i in x], dtype=np.int64)
-        return ptr, idx
 
     pptr, pidx = csr(parents)
     cptr, cidx = csr(children)

@@ -1,12 +1,33 @@
-"""Interval estimates used by every report (CLI, harness analysis, MCPP predict)."""
+"""Interval estimates used by every report (CLI, harness analysis, MCPP predict, benchmarks).
+
+One definition each, so a rate and its interval mean the same in the
+``simulate`` output, the harness tables and the benchmark files:
+
+* :func:`wilson_interval`: Wilson score 95% interval of a binomial proportion;
+* :func:`paired_difference`: mean of paired differences (two methods on the
+  same (DAG, trial), common random numbers) with a trial-level and a
+  group(DAG)-clustered 95% interval, win/loss counts and the exact McNemar
+  (sign test) p-value.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
+
+#: two-sided 95% normal quantile
+Z95 = 1.959963984540054
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score 95% interval of a binomial proportion (``(0, 1)`` when n = 0)."""
+def wilson_interval(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of ``successes`` in ``n`` trials; ``(0, 1)`` when n = 0.
+
+    Why ``(0, 1)`` for n = 0: with no trial every proportion is possible, and
+    it is the limit of the interval as n shrinks to 0 (centre 1/2, half-width
+    1/2), so a table of intervals needs no special value.
+    """
     if n <= 0:
         return 0.0, 1.0
     p = successes / n
@@ -16,15 +37,48 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def paired_difference(a, b, z: float = 1.959963984540054) -> tuple[float, float, float]:
-    """Mean of a - b over paired trials with a normal 95% interval: (mean, lo, hi)."""
-    n = len(a)
+def paired_difference(d: Any, groups: Any = None, z: float = Z95) -> dict[str, Any]:
+    """Mean of the paired differences ``d`` (e.g. success of A minus success of B, per trial).
+
+    Returns ``n_pairs``, ``n_dags`` (distinct ``groups``), ``diff`` (the mean),
+    ``ci_low``/``ci_high`` (normal interval at the trial level) and
+    ``ci_low_dag``/``ci_high_dag`` (clustered by ``groups``: more honest when
+    generalising over DAGs), both clipped to [-1, 1] (the range of a
+    difference of two success indicators), ``wins``/``losses`` (d > 0 / d < 0)
+    and ``mcnemar_p`` (exact two-sided sign test on the discordant pairs).
+    ``groups=None`` puts every pair in a group of its own.
+
+    An interval needs two pairs (two groups for the clustered one); without
+    them it is the whole range [-1, 1], for the reason :func:`wilson_interval`
+    gives (0, 1) at n = 0. With no pair ``diff`` is NaN (counts 0, p-value 1).
+    """
+    from scipy.stats import binomtest
+
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    groups = np.arange(n) if groups is None else np.asarray(groups)
     if n == 0:
-        return math.nan, math.nan, math.nan
-    d = [float(x) - float(y) for x, y in zip(a, b)]
-    mean = sum(d) / n
-    if n == 1:
-        return mean, math.nan, math.nan
-    var = sum((x - mean) ** 2 for x in d) / (n - 1)
-    half = z * math.sqrt(var / n)
-    return mean, mean - half, mean + half
+        return {"n_pairs": 0, "n_dags": 0, "diff": math.nan, "ci_low": -1.0, "ci_high": 1.0, "ci_low_dag": -1.0,
+                "ci_high_dag": 1.0, "wins": 0, "losses": 0, "mcnemar_p": 1.0}  # fmt: skip
+    import pandas as pd  # its grouped sum is compensated (the published tables were made with it)
+
+    mean = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+    resid = pd.Series(d - mean).groupby(groups).sum().to_numpy()
+    G = len(resid)
+    se_c = math.sqrt(G / (G - 1) * float((resid**2).sum())) / n if G > 1 else math.inf
+    wins = int((d > 0).sum())
+    losses = int((d < 0).sum())
+    p = float(binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
+    return {
+        "n_pairs": n,
+        "n_dags": G,
+        "diff": mean,
+        "ci_low": max(-1.0, mean - z * se),
+        "ci_high": min(1.0, mean + z * se),
+        "ci_low_dag": max(-1.0, mean - z * se_c),
+        "ci_high_dag": min(1.0, mean + z * se_c),
+        "wins": wins,
+        "losses": losses,
+        "mcnemar_p": p,
+    }

@@ -10,7 +10,7 @@ loader-built pools, the ProofFlow pools and the aligned pools agree.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 INF = float("inf")
@@ -29,16 +29,32 @@ def template_from_rows(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Template of a non-empty list of empirical rows (``latency``, ``success``, ``cost``...)."""
     if not rows:
         raise ValueError("a template needs at least one row")
-    lat = [float(r["latency"]) for r in rows]
-    suc = [1.0 if r["success"] else 0.0 for r in rows]
-    cost = [float(r.get("cost", r.get("token_cost", r["latency"]))) for r in rows]
-    tok = [float(r.get("token_cost", r.get("cost", r["latency"]))) for r in rows]
+    return template_from_columns(
+        [float(r["latency"]) for r in rows],
+        [1.0 if r["success"] else 0.0 for r in rows],
+        [float(r.get("cost", r.get("token_cost", r["latency"]))) for r in rows],
+        [float(r.get("token_cost", r.get("cost", r["latency"]))) for r in rows],
+    )
+
+
+def template_from_columns(
+    latency: Iterable[float], success: Iterable[float], cost: Iterable[float], token_cost: Iterable[float]
+) -> dict[str, float]:
+    """The same template from rows already parsed into columns (the pool loader's row table).
+
+    Why a second entry point: a pool line with rows but no template gets its
+    template when the pool is loaded; computing it here (exact sums) gives
+    the numbers a pool builder would have written into the line.
+    """
+    lat = [float(x) for x in latency]
+    if not lat:
+        raise ValueError("a template needs at least one row")
     return {
-        "success_prob": _mean(suc),
+        "success_prob": _mean([float(x) for x in success]),
         "lat_mean": _mean(lat),
         "lat_std": _pstd(lat),
-        "cost_mean": _mean(cost),
-        "token_cost_mean": _mean(tok),
+        "cost_mean": _mean([float(x) for x in cost]),
+        "token_cost_mean": _mean([float(x) for x in token_cost]),
     }
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from simulator.arrays import CostSetting, dag_arrays
-from simulator.baselines import BASELINE_METHODS, baseline_params
+from simulator.baselines import BASELINE_METHODS, STATIC_METHODS, _static_plan, static_weights
 from simulator.episode import run_policy_episode
 from simulator.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
@@ -171,17 +171,61 @@ def check_counts(batch, arr):
     assert np.allclose(batch.completion_fraction, comp.mean(axis=1))
 
 
+def ready_at_end(arr, completed):
+    """Ready nodes when an episode is over (nothing is in flight then): parents done, node not."""
+    return [
+        v
+        for v in range(arr.n)
+        if not completed[v] and all(completed[u] for u in arr.parent_idx[arr.parent_ptr[v] : arr.parent_ptr[v + 1]])
+    ]
+
+
+def static_plan(arr, method, budget, trial, dag):
+    """Caps B_v and counts r_v of a static baseline in one trial (the compiled planner)."""
+    cap = np.zeros(arr.n)
+    count = np.zeros(arr.n, dtype=np.int64)
+    _static_plan(arr, static_weights(arr, method), method == "random", float(budget), SEED, dag, trial, cap, count)
+    return cap, count
+
+
+def close(a, b):
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dag=random_dags(), budget=st.floats(1.0, 400.0), method=st.sampled_from(BASELINE_METHODS))
 def test_baseline_invariants(dag, budget, method):
     arr = arrays_of(dag)
     batch = simulate_baseline(arr, method, budget, range(20), SEED, 3)
     check_counts(batch, arr)
-    if method.startswith("sequential"):
-        assert not (batch.reason == 3).any() or True  # stalls only when no model fits the cap
-    seq_k, _, _ = baseline_params(arr, method)
-    if seq_k == 0:  # static: one batch per node at most
-        assert (batch.node_stats[:, :, 1] >= 0).all()
+    assert not (batch.reason == 2).any()  # D = inf: a baseline never ends on the deadline
+    static = method in STATIC_METHODS
+    kappa = arr.kappa[np.arange(arr.n), arr.legacy]
+    for q, trial in enumerate(batch.trials):
+        completed = batch.node_stats[q, :, 0] > 0
+        started, node_cost = batch.node_stats[q, :, 1], batch.node_cost[q]
+        left = batch.budget - batch.total_cost[q]
+        if static:  # one batch per node at most: never more than r_v attempts, never above B_v
+            cap, count = static_plan(arr, method, budget, int(trial), 3)
+            assert (started <= count).all()
+            assert (node_cost <= cap * (1 + 1e-12) + 1e-12).all()
+        else:
+            cap = np.full(arr.n, np.inf)
+        if batch.reason[q] not in (1, 3):
+            continue
+        # no-progress reason: stalled iff a ready node's mean attempt cost fits its room
+        rooms = {v: min(left, cap[v] - node_cost[v]) for v in ready_at_end(arr, completed)}
+        assert rooms  # an idle unfinished episode has a ready node
+        if any(close(kappa[v], r) for v, r in rooms.items()):
+            continue  # too close to call in floating point
+        fits = [v for v, r in rooms.items() if kappa[v] <= r]
+        assert (batch.reason[q] == 3) == bool(fits)
+        if batch.reason[q] == 3 and not static:
+            # sequential stalls only when a drawn row was refused although the mean attempt
+            # cost fits: some fitting ready node has a row dearer than the budget left
+            dear = [v for v in fits if (arr.row_charge[arr.row_ptr[v * arr.m + arr.legacy[v]] :
+                                                       arr.row_ptr[v * arr.m + arr.legacy[v] + 1]] > left).any()]
+            assert dear
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,11 +6,9 @@ import json
 import math
 import os
 
-import numpy as np
 import pytest
 from harness_util import config_env, diamond, harness, small_pool, write_pool
 
-from harness.analyze import paired_difference, wilson
 from harness.config import resolve_config
 from harness.grid import ABSOLUTE, RATIO, AxisValue, parse_map, resolve_grid
 from harness.methods import method_labels
@@ -249,30 +247,6 @@ def test_check_dag_output_detects_truncation_and_gaps(tmp_path):
     path.write_text(text + json.dumps(recs[0]) + "\n")
     assert check_dag_output(str(path), 7, expected).problem == "unexpected records"
     assert check_dag_output(str(tmp_path / "none.jsonl"), 7, expected).problem == "missing"
-
-
-# ----------------------------------------------------------------------------- statistics
-
-
-def test_wilson_interval_known_values():
-    lo, hi = wilson(8, 10)
-    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
-    lo0, hi0 = wilson(0, 20)
-    assert lo0 == 0.0 and hi0 == pytest.approx(0.1611, abs=1e-4)
-    assert all(math.isnan(x) for x in wilson(0, 0))
-
-
-def test_paired_difference():
-    d = np.array([1, 0, 0, 1, -1, 0, 1, 0], dtype=float)
-    dags = np.array([0, 0, 1, 1, 2, 2, 3, 3])
-    r = paired_difference(d, dags)
-    assert r["diff"] == pytest.approx(0.25)
-    assert r["wins"] == 3 and r["losses"] == 1 and r["n_dags"] == 4
-    se = d.std(ddof=1) / math.sqrt(8)
-    assert r["ci_high"] - r["diff"] == pytest.approx(1.959964 * se, rel=1e-5)
-    assert r["ci_low_dag"] < r["diff"] < r["ci_high_dag"]
-    z = paired_difference(np.zeros(6), np.arange(6))
-    assert z["diff"] == 0 and z["ci_low"] == 0 and z["ci_high"] == 0 and z["mcnemar_p"] == 1.0
 
 
 # ----------------------------------------------------------------------------- robustness settings

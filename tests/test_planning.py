@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import chain_dag
 
-from simulator.arrays import CostSetting, dag_arrays
+from simulator.arrays import ROW_SUCC, CostSetting, dag_arrays
 from simulator.errors import ConfigError
 from simulator.planning import make_planning_arrays, noisy_arrays, validate_planning
 from simulator.pool import pool_from_objects
@@ -32,7 +32,7 @@ def test_noise_changes_statistics_deterministically():
         sl = slice(arr.row_ptr[v], arr.row_ptr[v + 1])
         assert np.allclose(ratio[sl], ratio[sl][0])
     # success flags follow the noisy probability; p is the rows' mean
-    assert np.allclose(a.p[:, 0], [a.rows[1, arr.row_ptr[v]:arr.row_ptr[v + 1]].mean() for v in range(arr.n)])
+    assert np.allclose(a.p[:, 0], [a.rows[ROW_SUCC, arr.row_ptr[v]:arr.row_ptr[v + 1]].mean() for v in range(arr.n)])
     c = noisy_arrays(arr, {**cfg, "noise_seed": 4}, 0)
     assert not np.array_equal(c.row_lat, a.row_lat)
     # parametric DAG: template scaled
@@ -52,3 +52,71 @@ def test_planning_settings_validated_and_used():
     exec_arr = dag_arrays(pool, 0, settings.cost)
     assert not np.allclose(plan.row_lat, exec_arr.row_lat)
     assert np.array_equal(plan.row_ptr, exec_arr.row_ptr)
+
+
+def _two_model_dag(bad_rows_succeed: bool) -> dict:
+    """One node, two models: ``good`` (cost 10, half its rows succeed) and ``bad`` (cost 5).
+
+    In execution ``bad`` never succeeds; a planning copy where its rows all
+    succeed makes it look perfect (and cheaper than ``good``).
+    """
+    good = [{"latency": 1.0, "success": s, "cost": 10.0, "token_cost": 10.0} for s in (1, 0)]
+    bad = [{"latency": 1.0, "success": int(bad_rows_succeed), "cost": 5.0, "token_cost": 5.0}] * 2
+    tmpl = {"lat_mean": 1.0, "lat_std": 0.0}
+    node = {
+        "node_id": 0, "parents": [], "children": [],
+        "model_templates": {
+            "good": {**tmpl, "success_prob": 0.5, "cost_mean": 10.0, "token_cost_mean": 10.0},
+            "bad": {**tmpl, "success_prob": float(bad_rows_succeed), "cost_mean": 5.0, "token_cost_mean": 5.0},
+        },
+        "empirical_samples_by_model": {"good": good, "bad": bad},
+    }
+    return {"problem_id": "plan_vs_exec", "model_ids": ["good", "bad"], "nodes": [node]}
+
+
+def test_mcpp_episode_decides_with_the_planning_statistics():
+    """The planner's statistics steer MCPP's choice; the executor still samples the execution pool.
+
+    Budget 10: one attempt of ``good`` or two of ``bad``. Planning with the
+    truth, MCPP launches ``good`` once (about half the episodes succeed).
+    Planning with statistics where ``bad`` looks perfect, it spends the budget
+    on two ``bad`` attempts, which fail as the execution pool says.
+    """
+    from simulator.methods import MCPP
+    from simulator.simulate import simulate_dag_budget
+
+    execution = pool_from_objects([_two_model_dag(False)])
+    misleading = pool_from_objects([_two_model_dag(True)])
+    settings = RunSettings(seed=5, mcpp={"M": 32})
+    methods = ["sequential", MCPP]
+    trials = range(40)
+
+    def run(planning_pool):
+        recs = simulate_dag_budget(execution, 0, 10.0, [100.0], methods, trials, settings, planning_pool=planning_pool)
+        by = {m: [r for r in recs if r["method"] == m] for m in methods}
+        assert all(len(v) == len(trials) for v in by.values())
+        return by
+
+    exact, aligned_copy, misled = run(None), run(execution), run(misleading)
+
+    # planning with an aligned copy of the truth decides exactly as planning with the truth
+    def timeless(recs):  # wall-clock fields are the only ones allowed to differ
+        return [{k: v for k, v in r.items() if "wall_ms" not in k} for r in recs]
+
+    for m in methods:
+        assert timeless(exact[m]) == timeless(aligned_copy[m])
+    # baselines plan nothing: the planning statistics leave their records unchanged
+    assert exact["sequential"] == misled["sequential"]
+
+    ex, mi = exact[MCPP], misled[MCPP]
+    # truth: one attempt of good (cost 10) per episode, successes where its draw succeeded
+    assert all(r["total_rollouts"] == 1 and r["total_cost"] == 10.0 for r in ex)
+    n_ok = sum(r["on_time_success"] for r in ex)
+    assert 8 <= n_ok <= 32
+    # misled: two attempts of bad (cost 5 each), and bad fails in execution: no success at all
+    assert all(r["total_rollouts"] == 2 and r["total_cost"] == 10.0 for r in mi)
+    assert not any(r["success"] for r in mi)
+    assert {r["termination_reason"] for r in mi} == {"budget_exhausted"}
+    # the misled planner believed it would finish: its first estimate was certain success
+    assert all(r["mc_portfolio_best_score_first"] == 1.0 for r in mi)
+    assert all(r["mc_portfolio_best_score_first"] < 1.0 for r in ex)

@@ -117,7 +117,8 @@ def test_codeflow_topologies_match_benchmark(tmp_path):
     for dag in dags:
         info = dag["synthetic_info"]
         prob = bench[info["source_index"]]
-        assert info["source_problem_id"] == prob["problem-id"]
+        # the CodeFlow loader's id: the file's, with "__2" on the second of two problems sharing one
+        assert info["source_problem_id"] in (prob["problem-id"], prob["problem-id"] + "__2")
         assert dag["dag_kind"] == "synthetic_codeflow_topology" and dag["synthetic"] is True
         want = {s["name"]: sorted(s["dependencies"]) for s in prob["subproblems"]}
         assert _parents_by_name(dag) == want
@@ -127,7 +128,7 @@ def test_codeflow_topologies_match_benchmark(tmp_path):
 
 def test_proofflow_topologies_match_benchmark_without_self_loops(tmp_path, caplog):
     bench = json.loads(syn.PROOFFLOW_FILE.read_text(encoding="utf-8"))
-    with caplog.at_level(logging.WARNING, logger="poolbuild.synthetic"):
+    with caplog.at_level(logging.WARNING, logger="proofflow.benchmark"):  # the loader's warning
         out = _gen(tmp_path, "--topology", "proofflow", "--models", "2", "--seed", "1")
     assert sum("self-loop dropped" in r.getMessage() for r in caplog.records) == 8
     dags = _lines(out)
@@ -143,6 +144,34 @@ def test_proofflow_topologies_match_benchmark_without_self_loops(tmp_path, caplo
         n_dropped += bool(dag["synthetic_info"].get("dropped_self_loops"))
         _is_acyclic_and_layered(dag)
     assert n_dropped == 8
+
+
+def test_benchmark_problems_are_named_as_in_real_pools():
+    """Synthetic topologies take the problem ids of the benchmark loaders that real pools are built from.
+
+    Pinned on the bundled files: 73 of the 184 ProofFlow ids contain spaces
+    (the loader writes ``_``), and two CodeFlow ids are shared by two problems
+    each (the loader suffixes the second with ``__2``); a synthetic pool once
+    parsed the files itself and named these differently.
+    """
+    from codeflow.dataset import load_problems
+    from ProofFlow.benchmark import load_benchmark
+
+    raw = json.loads(syn.PROOFFLOW_FILE.read_text(encoding="utf-8"))
+    real = [p.problem_id for p in load_benchmark()]
+    topo = [t.info["source_problem_id"] for t in syn.proofflow_topologies()]
+    assert len(raw) == len(real) == 184 and topo == real
+    assert sum(" " in f"{p['origin']}_{p['id']}" for p in raw) == 73  # e.g. origin "M series.json"
+    assert not any(" " in pid for pid in topo)
+    raw_cf = json.loads(syn.CODEFLOW_FILE.read_text(encoding="utf-8"))
+    real_cf = [p.problem_id for p in load_problems()]
+    topo_cf = [t.info["source_problem_id"] for t in syn.codeflow_topologies()]
+    assert topo_cf == real_cf and len(set(topo_cf)) == len(topo_cf)
+    assert sum(a != b["problem-id"] for a, b in zip(real_cf, raw_cf, strict=True)) == 2
+    # and the pool line carries it: syn_<topology>_<index>_<real id>
+    dags = syn.generate([("proofflow", None)], stats=syn.ParametricStats(syn.DEFAULT_MODELS),
+                        shape=syn.ShapeConfig(), n_rows=0, seed=1)
+    assert [d["problem_id"].split("_", 3)[3] for d in dags] == real
 
 
 def test_benchmark_size_filter_and_selection(tmp_path):
