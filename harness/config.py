@@ -25,6 +25,7 @@ from simulator.errors import ConfigError
 from simulator.methods import MCPP
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import Pool, load_index_file, load_pool
+from simulator.settings import check_mcpp_model_names
 
 from . import variables
 from .grid import Grid, resolve_grid
@@ -209,6 +210,8 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     pool = full.subset(dags, source=pool_path)
     pool_models = list(full.model_ids)
     suite = _parse_suite(env, pool_models)
+    if mcpp_all.get("model_ids"):  # the rule the command line uses too (simulator.settings)
+        check_mcpp_model_names(mcpp_all["model_ids"], pool_models, "MC_PORTFOLIO_MODEL_IDS", "environment")
     dags_per_shard = v["DAGS_PER_SHARD"] or default_dags_per_shard(len(dags), methods)
     cfg = RunConfig(
         run_name=run_name,

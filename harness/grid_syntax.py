@@ -10,7 +10,8 @@ import math
 import re
 
 from simulator.errors import ConfigError
-from simulator.validation import check_distinct, check_number, where
+from simulator.settings import check_budget, check_deadline
+from simulator.validation import check_distinct, where
 
 
 def format_value(x: float) -> str:
@@ -23,8 +24,14 @@ def format_value(x: float) -> str:
 
 
 def _number(text: str, what: str, allow_inf: bool = False, source: str | None = None) -> float:
-    """A grid value: a number > 0 (``inf`` only where ``allow_inf``: a deadline)."""
-    return check_number(text.strip(), what, source, lo=0.0, lo_inclusive=False, allow_inf=allow_inf)
+    """A grid value by the rules every entry point shares (:mod:`simulator.settings`).
+
+    Finite and > 0 (a budget, a ratio); with ``allow_inf`` (an absolute
+    deadline) ``inf`` is allowed too.
+    """
+    if allow_inf:
+        return check_deadline(text.strip(), what, source)
+    return check_budget(text.strip(), what, source)
 
 
 def parse_value_list(text: str, what: str, allow_inf: bool = False, source: str | None = None) -> list[float]:

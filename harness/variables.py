@@ -34,6 +34,7 @@ from typing import Any
 from simulator.errors import ConfigError
 from simulator.mcpp_params import ENV_VARS as MCPP_ENV_VARS
 from simulator.mcpp_params import MCPPParams
+from simulator.settings import MAX_SEED, MAX_TRIALS
 from simulator.validation import check_choice, check_int, check_number, check_unknown_names, closest, where
 
 from .grid_syntax import parse_map, parse_value_list
@@ -79,17 +80,17 @@ class Word(Parser):
 class Integer(Parser):
     """An integer ``>= lo``; ``words`` map special spellings (``all``, ``auto``) to a value."""
 
-    def __init__(self, lo: int | None = None, words: Mapping[str, Any] | None = None) -> None:
-        self.lo = lo
+    def __init__(self, lo: int | None = None, words: Mapping[str, Any] | None = None, hi: int | None = None) -> None:
+        self.lo, self.hi = lo, hi
         self.words = dict(words or {})
-        self.expects = "integer" + (f" >= {lo}" if lo is not None else "")
+        self.expects = "integer" + (f" >= {lo}" if lo is not None else "") + (f" and <= {hi}" if hi is not None else "")
         if self.words:
             self.expects += " or " + " / ".join(f"`{w}`" for w in self.words)
 
     def __call__(self, text: str, name: str) -> Any:
         if text.lower() in self.words:
             return self.words[text.lower()]
-        return check_int(text, name, SOURCE, lo=self.lo)
+        return check_int(text, name, SOURCE, lo=self.lo, hi=self.hi)
 
 
 class Number(Parser):
@@ -314,8 +315,8 @@ VARIABLES: tuple[Var, ...] = (
         "else rows 0..N-1)", "run"),
     Var("USE_DAG_INDICES_FILE", "", Path(), "index file of the DAGs to use (`[..]` or `{\"dag_indices\": [..]}`)",
         "run"),
-    Var("N_EXEC_TRIALS", "100", _POS, "trials per (DAG, cell, method); trial ids 0..N-1", "run"),
-    Var("SEED", "42", Integer(lo=0), "run seed", "run"),
+    Var("N_EXEC_TRIALS", "100", Integer(lo=1, hi=MAX_TRIALS), "trials per (DAG, cell, method); trial ids 0..N-1", "run"),
+    Var("SEED", "42", Integer(lo=0, hi=MAX_SEED), "run seed", "run"),
     # --- the grid --------------------------------------------------------------------------------------------
     Var("BUDGET_DEADLINE_VALUES_MAP", "", GridMap(), "absolute grid, budget groups separated by `;` (has "
         "priority over the axes)", "grid"),

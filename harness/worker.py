@@ -259,11 +259,20 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
             messages.append(msg)
 
     def work() -> None:
-        runner = ShardRunner(rd, opts, stop, log=log)
-        for k, v in auto_loop(runner).items():
-            with lock:
-                counts[k] = counts.get(k, 0) + v
+        try:
+            runner = ShardRunner(rd, opts, stop, log=log)
+            for k, v in auto_loop(runner).items():
+                with lock:
+                    counts[k] = counts.get(k, 0) + v
+        except Exception as exc:  # a raw thread traceback would land before the final status
+            from simulator.errors import describe_resource_error, is_resource_error
 
+            what = describe_resource_error(exc) if is_resource_error(exc) else f"{type(exc).__name__}: {exc}"
+            log(f"a worker stopped: {what} (the status below shows what is left)")
+            with lock:
+                counts["worker_error"] = counts.get("worker_error", 0) + 1
+
+    said: set[str] = set()
     bars = _Progress(rd, enabled=progress)
     threads = [threading.Thread(target=work, name=f"worker-{i}", daemon=True) for i in range(n_workers)]
     old_term = signal.getsignal(signal.SIGTERM)
@@ -282,7 +291,10 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
             bars.poll()
             with lock:
                 while messages:
-                    bars.bar_units.write(messages.pop(0), file=sys.stderr)
+                    m = messages.pop(0)
+                    if m not in said:
+                        said.add(m)
+                        bars.bar_units.write(m, file=sys.stderr)
     except KeyboardInterrupt:
         stop.set()
         for t in threads:
@@ -292,6 +304,7 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
         bars.close()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, old_term)
-    for m in messages:
-        print(m, file=sys.stderr)
+    for m in dict.fromkeys(messages):  # workers failing alike (disk full) say it once
+        if m not in said:
+            print(m, file=sys.stderr)
     return counts

@@ -31,9 +31,11 @@ from .engine import (
     PLANNER_CALLS,
     REASON,
     ROLLOUTS,
+    STALLED,
     STARTED,
     T,
     _advance,
+    _first_uncompletable,
     _launch_per_attempt,
     _no_progress_reason,
     _ready,
@@ -159,15 +161,19 @@ def _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, q0,
     req_model = np.empty(n, dtype=np.int64)
     req_count = np.empty(n, dtype=np.int64)
     mask = np.zeros(m, dtype=np.bool_)
+    hopeless = _first_uncompletable(n, m, available, tmpl, legacy, mask, True) >= 0
     for q in range(q0, q1):
         trial = trials[q]
         if seq_k == 0:
             _static_plan(arr, weights, share_kind == SHARE_RANDOM, budget, seed, dag, trial, cap, count)
         reset_state(scal, cnt, key, ni, nf, attempt_no, budget, np.inf, seed, dag, trial)
-        _run_episode(
-            n, m, parent_ptr, child_ptr, child_idx, node_ids, available, row_ptr, rows, tmpl, legacy, dist,
-            cil, scal, cnt, key, ni, nf, attempt_no, seq_k, count, cap, buf, req_model, req_count, mask,
-        )  # fmt: skip
+        if hopeless:  # a node the legacy model can never complete: ends at once (engine._first_uncompletable)
+            cnt[REASON] = STALLED
+        else:
+            _run_episode(
+                n, m, parent_ptr, child_ptr, child_idx, node_ids, available, row_ptr, rows, tmpl, legacy, dist,
+                cil, scal, cnt, key, ni, nf, attempt_no, seq_k, count, cap, buf, req_model, req_count, mask,
+            )  # fmt: skip
         done = 0
         for v in range(n):
             done += ni[COMPLETED_, v]

@@ -14,7 +14,6 @@ Every user error is printed as one readable line on stderr with exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
@@ -24,16 +23,18 @@ from .arrays import dag_arrays
 from .cli_args import (
     add_budget_deadline_arguments,
     add_pool_arguments,
+    check_common_args,
+    check_mcpp_models,
     cost_setting_from_args,
     load_pool_and_dag,
     resolve_budget_deadline,
 )
 from .errors import ConfigError, cli_entry
+from .io_utils import dumps_strict
 from .mcpp_params import add_mcpp_arguments, mcpp_params_from_args
 from .methods import METHOD_ORDER, is_baseline
 from .planner_cli import plan_main, predict_main
 from .pool import load_pool
-from .scoring import wilson_interval
 
 
 def cmd_validate(argv: Sequence[str]) -> int:
@@ -76,35 +77,40 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     add_pool_arguments(ap)
     add_budget_deadline_arguments(ap)
     ap.add_argument("--method", default="sequential", help=f"one of {', '.join(METHOD_ORDER)}")
-    ap.add_argument("--trials", type=int, default=1000)
+    ap.add_argument("--trials", default="1000", help="episodes (an integer >= 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     add_mcpp_arguments(ap)
-    args = ap.parse_args(argv)
+    args = check_common_args(ap.parse_args(argv))
     if args.method not in METHOD_ORDER:
         raise ConfigError(f"unknown method {args.method!r}; choose one of: {', '.join(METHOD_ORDER)}")
-    if args.trials < 1:
-        raise ConfigError("--trials must be at least 1")
     pool, i = load_pool_and_dag(args)
+    if not is_baseline(args.method):
+        check_mcpp_models(mcpp_params_from_args(args), pool)
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     where = f"{args.pool}: DAG {i} (problem {pool[i].problem_id!r}): "
     budget, deadline = resolve_budget_deadline(args, arr, where)
     from .simulate import simulate_baseline, simulate_policy
+    from .summary import summarize_trials
 
     dag_key = pool[i].index
     if is_baseline(args.method):
-        batch = simulate_baseline(arr, args.method, budget, range(args.trials), args.seed, dag_key, parallel=True)
+        def run_chunk(trials):
+            return simulate_baseline(arr, args.method, budget, trials, args.seed, dag_key, parallel=True)
+
+        summary = summarize_trials(run_chunk, args.trials, deadline)
     else:
         params = mcpp_params_from_args(args)
         from tqdm import tqdm
 
         with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
-            batch = simulate_policy(arr, args.method, budget, deadline, range(args.trials), args.seed,
-                                    dag_key, params, progress=bar.update, model_names=pool[i].model_ids)
-    recs = batch.records(deadline)
-    ok = np.array([r["on_time_success"] for r in recs])
-    lo, hi = wilson_interval(int(ok.sum()), len(ok))
-    mk = np.array([r["makespan"] for r in recs])
+            def run_chunk(trials):
+                return simulate_policy(arr, args.method, budget, deadline, trials, args.seed,
+                                       dag_key, params, progress=bar.update, model_names=pool[i].model_ids)
+
+            summary = summarize_trials(run_chunk, args.trials, deadline)
+    stats = summary.result()
+    lo, hi = stats["ci95"]
     result = {
         "pool": args.pool,
         "dag": i,
@@ -113,21 +119,14 @@ def cmd_simulate(argv: Sequence[str]) -> int:
         "budget": budget,
         "deadline": deadline,
         "cost_mode": setting.cost_mode,
-        "trials": len(recs),
         "seed": args.seed,
-        "on_time_completion_probability": float(ok.mean()),
-        "ci95": [lo, hi],
-        "mean_cost": float(np.mean([r["total_cost"] for r in recs])),
-        "mean_makespan": float(mk.mean()),
-        "mean_makespan_successes": float(mk[ok].mean()) if ok.any() else None,
-        "termination": {str(k): int(v) for k, v in zip(*np.unique([r["termination_reason"] for r in recs],
-                                                                 return_counts=True))},
+        **stats,
     }
     if args.json:
-        print(json.dumps(result))
+        print(dumps_strict(result))
     else:
         print(f"{args.method} on DAG {i} ({pool[i].problem_id}), budget {budget:g}, deadline {deadline:g}, "
-              f"{len(recs)} trials")
+              f"{result['trials']} trials")
         print(f"  on-time completion probability: {result['on_time_completion_probability']:.4f} "
               f"(95% CI {lo:.4f} - {hi:.4f})")
         print(f"  mean cost: {result['mean_cost']:.6g}   mean makespan: {result['mean_makespan']:.4g} s")

@@ -16,6 +16,14 @@ from .costs import COST_MODE_ALIASES, COST_MODES, load_price_table
 from .errors import ConfigError
 from .nominal import nominal_budget, nominal_deadline
 from .pool import Pool, load_pool
+from .settings import (
+    check_budget,
+    check_deadline,
+    check_mcpp_model_names,
+    check_ratio,
+    check_seed,
+    check_trials,
+)
 
 
 def add_pool_arguments(ap: argparse.ArgumentParser) -> None:
@@ -30,16 +38,40 @@ def add_pool_arguments(ap: argparse.ArgumentParser) -> None:
                     help="JSON {model_id: dollars per 1M output tokens} overriding the default prices")
     ap.add_argument("--default-price-model", default=None,
                     help="model id that prices the single-model id 'default' in money mode")
-    ap.add_argument("--seed", type=int, default=42, help="run seed (keyed randomness)")
+    ap.add_argument("--seed", default="42", help="run seed (keyed randomness), an integer >= 0")
 
 
 def add_budget_deadline_arguments(ap: argparse.ArgumentParser) -> None:
+    """--budget/--budget-ratio and --deadline/--deadline-ratio, parsed by :func:`check_common_args`."""
     b = ap.add_mutually_exclusive_group(required=True)
-    b.add_argument("--budget", type=float, help="absolute budget (unit of the cost mode)")
-    b.add_argument("--budget-ratio", type=float, help="multiple of the nominal budget")
+    b.add_argument("--budget", help="absolute budget (unit of the cost mode), a finite number > 0")
+    b.add_argument("--budget-ratio", help="multiple of the nominal budget")
     d = ap.add_mutually_exclusive_group(required=True)
-    d.add_argument("--deadline", type=float, help="absolute deadline in seconds ('inf' allowed)")
-    d.add_argument("--deadline-ratio", type=float, help="multiple of the nominal deadline")
+    d.add_argument("--deadline", help="absolute deadline in seconds ('inf' allowed)")
+    d.add_argument("--deadline-ratio", help="multiple of the nominal deadline")
+
+
+def check_common_args(args: argparse.Namespace) -> argparse.Namespace:
+    """Parse the shared flags with the rules of :mod:`simulator.settings` (the harness uses the same ones).
+
+    Flags are read as text and parsed here, not by argparse, so that a bad
+    value gets the same one-line message as the same setting given to the
+    harness. Call it right after ``parse_args``, before the pool is read.
+    """
+    args.seed = check_seed(args.seed, "--seed", "flag")
+    for name, check in (("budget", check_budget), ("deadline", check_deadline),
+                        ("budget_ratio", check_ratio), ("deadline_ratio", check_ratio),
+                        ("trials", check_trials)):  # fmt: skip
+        if getattr(args, name, None) is not None:
+            setattr(args, name, check(getattr(args, name), "--" + name.replace("_", "-"), "flag"))
+    return args
+
+
+def check_mcpp_models(params: dict, pool: Pool) -> None:
+    """--mc-portfolio-model-ids: every name must be a model of the pool (the harness's rule too)."""
+    from .mcpp_params import resolve_params
+
+    check_mcpp_model_names(resolve_params(params).model_ids, pool.model_ids, "--mc-portfolio-model-ids", "flag")
 
 
 def cost_setting_from_args(args: argparse.Namespace) -> CostSetting:
@@ -59,13 +91,13 @@ def load_pool_and_dag(args: argparse.Namespace) -> tuple[Pool, int]:
 
 
 def resolve_budget_deadline(args, arr, where: str) -> tuple[float, float]:
-    """Absolute (budget, deadline) from absolute or ratio flags."""
+    """Absolute (budget, deadline) from absolute or ratio flags (checked by :func:`check_common_args`)."""
     budget = args.budget if args.budget is not None else args.budget_ratio * nominal_budget(arr, where)
     deadline = (
         args.deadline if args.deadline is not None else args.deadline_ratio * nominal_deadline(arr, where)
     )
-    if not (budget >= 0) or math.isnan(budget):
-        raise ConfigError(f"budget must be a non-negative number, got {budget}")
+    if not (math.isfinite(budget) and budget > 0):  # ratio x nominal: a DAG of free attempts has nominal 0
+        raise ConfigError(f"{where}the budget must be a finite number > 0, got {budget}")
     if not (deadline > 0):
-        raise ConfigError(f"deadline must be positive, got {deadline}")
+        raise ConfigError(f"{where}the deadline must be > 0, got {deadline}")
     return float(budget), float(deadline)

@@ -35,14 +35,21 @@ from .costs import charge_of_draw
 from .rng import STREAM_ATTEMPT, fold, make_key, normal, randint, uniform
 from .rng import gamma as gamma_draw
 
-# termination reasons (index into REASONS)
-COMPLETED, BUDGET_EXHAUSTED, DEADLINE_EXHAUSTED, STALLED, RUNNING = 0, 1, 2, 3, -1
-REASONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled")
+# termination reasons (index into REASONS); event_limit: the hard bound on events was reached
+COMPLETED, BUDGET_EXHAUSTED, DEADLINE_EXHAUSTED, STALLED, EVENT_LIMIT, RUNNING = 0, 1, 2, 3, 4, -1
+REASONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled", "event_limit")
+
+#: Hard bound on the batch ends (events) of one episode. Ordinary episodes have
+#: at most a few thousand; only a node that can succeed but almost never does,
+#: with attempts that cost (almost) nothing, comes near it. Reaching it ends the
+#: episode ``event_limit`` instead of spinning (docs/semantics.md).
+MAX_EVENTS = 1_000_000
 
 # EpisodeState.scal slots
 T, BUDGET_LEFT, DEADLINE, BUDGET = 0, 1, 2, 3
 # EpisodeState.cnt slots
-N_COMPLETED, N_INFLIGHT, PLANNER_CALLS, ROLLOUTS, REASON, DECISIONS = 0, 1, 2, 3, 4, 5
+N_COMPLETED, N_INFLIGHT, PLANNER_CALLS, ROLLOUTS, REASON, DECISIONS, EVENTS, EVENT_CAP = 0, 1, 2, 3, 4, 5, 6, 7
+N_CNT = 8
 # EpisodeState.ni rows (per node)
 COMPLETED_, PARENTS_DONE, INFLIGHT, QUEUE, BATCH_SUCC, BATCH_NSUCC = 0, 1, 2, 3, 4, 5
 BATCH_COUNT, BATCH_MODEL, STARTED, FINISHED, NSUCCESS, DISPATCHED = 6, 7, 8, 9, 10, 11
@@ -58,7 +65,8 @@ class EpisodeState(NamedTuple):
     """Mutable state of one episode (``docs/simulator.md``, "State")."""
 
     scal: np.ndarray  # float64 [t, b, D, B]
-    cnt: np.ndarray  # int64 [completed, in-flight batches, planner calls, rollouts, reason, decisions]
+    cnt: np.ndarray  # int64 [completed, in-flight batches, planner calls, rollouts, reason, decisions,
+    #                   events (batch ends), event cap]
     key: np.ndarray  # uint64 [key of (run seed, DAG, trial, attempt stream)]
     ni: np.ndarray  # int64 (12, n): per-node integer state, rows named above
     nf: np.ndarray  # float64 (2, n): batch end time, cumulative node cost
@@ -101,8 +109,9 @@ def new_state(n, m, budget, deadline, seed, dag, trial):
     scal[BUDGET_LEFT] = budget
     scal[DEADLINE] = deadline
     scal[BUDGET] = budget
-    cnt = np.zeros(6, dtype=np.int64)
+    cnt = np.zeros(N_CNT, dtype=np.int64)
     cnt[REASON] = RUNNING
+    cnt[EVENT_CAP] = MAX_EVENTS
     key = np.empty(1, dtype=np.uint64)
     key[0] = make_key(seed, dag, trial, STREAM_ATTEMPT, 0, 0, 0)
     return EpisodeState(
@@ -124,6 +133,7 @@ def reset_state(scal, cnt, key, ni, nf, attempt_no, budget, deadline, seed, dag,
     scal[BUDGET] = budget
     cnt[:] = 0
     cnt[REASON] = RUNNING
+    cnt[EVENT_CAP] = MAX_EVENTS
     key[0] = make_key(seed, dag, trial, STREAM_ATTEMPT, 0, 0, 0)
     ni[:, :] = 0
     nf[:, :] = 0.0
@@ -345,7 +355,10 @@ def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
     """Run the event loop until the policy must decide or the episode ends.
 
     Returns ``NEED_DECISION_IDLE`` (nothing in flight: step 2 of the loop),
-    ``NEED_DECISION_EVENT`` (a batch just ended: step 4) or ``ENDED``.
+    ``NEED_DECISION_EVENT`` (a batch just ended: step 4) or ``ENDED``. An
+    episode whose ``cnt[EVENT_CAP]``-th batch end leaves it unfinished ends
+    ``event_limit``: every loop built on this one (baselines, the Python
+    driver) is therefore bounded.
     """
     while True:
         if cnt[REASON] != RUNNING:
@@ -369,7 +382,11 @@ def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
         cnt[N_INFLIGHT] = nq - 1
         scal[T] = nf[BATCH_END, v]
         _finish_batch(child_ptr, child_idx, cnt, ni, v)
+        cnt[EVENTS] += 1
         if cnt[N_COMPLETED] < n and scal[T] < scal[DEADLINE]:
+            if cnt[EVENTS] >= cnt[EVENT_CAP]:
+                cnt[REASON] = EVENT_LIMIT
+                return ENDED
             return NEED_DECISION_EVENT
 
 
@@ -387,6 +404,28 @@ def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf,
             if allowed and available[v, j] and tmpl[TMPL_KAPPA, v, j] <= room:
                 return STALLED
     return BUDGET_EXHAUSTED
+
+
+@njit(cache=True, nogil=True)
+def _first_uncompletable(n, m, available, tmpl, legacy, model_mask, use_legacy):
+    """Position of the first node no allowed model can ever complete, or -1.
+
+    A (node, model) can complete the node when the model is available there
+    and its success probability (the rows' mean success when it has rows, so
+    0 means no successful row) is > 0. Such an episode can never complete, so
+    it ends ``stalled`` at once, before anything is spent (docs/semantics.md);
+    without this, free attempts of a p = 0 node were retried for ever.
+    """
+    for v in range(n):
+        ok = False
+        for j in range(m):
+            allowed = (j == legacy[v]) if use_legacy else model_mask[j]
+            if allowed and available[v, j] and tmpl[0, v, j] > 0.0:
+                ok = True
+                break
+        if not ok:
+            return v
+    return -1
 
 
 # ---------------------------------------------------------------------------
@@ -440,6 +479,11 @@ def no_progress_reason(arr, st, model_mask, use_legacy, cap):
         arr.n, arr.m, arr.parent_ptr, arr.available, arr.tmpl, arr.legacy, st.scal, st.ni, st.nf,
         model_mask, use_legacy, cap,
     )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def first_uncompletable(arr, model_mask, use_legacy):
+    return _first_uncompletable(arr.n, arr.m, arr.available, arr.tmpl, arr.legacy, model_mask, use_legacy)
 
 
 @njit(cache=True, nogil=True)

@@ -21,15 +21,19 @@ from .engine import (
     DEADLINE,
     DECISIONS,
     ENDED,
+    EVENT_CAP,
+    MAX_EVENTS,
     N_INFLIGHT,
     NEED_DECISION_IDLE,
     PLANNER_CALLS,
     REASON,
     REASONS,
     ROLLOUTS,
+    STALLED,
     EpisodeState,
     T,
     advance,
+    first_uncompletable,
     launch_atomic,
     new_state,
     no_progress_reason,
@@ -141,9 +145,17 @@ def run_policy_episode(
     seed: int,
     dag: int,
     trial: int,
+    max_events: int = MAX_EVENTS,
 ) -> EpisodeResult:
-    """Run one episode of ``policy`` with the atomic launch and a hard deadline."""
+    """Run one episode of ``policy`` with the atomic launch and a hard deadline.
+
+    Every episode ends: one with a node none of the policy's models can ever
+    complete ends ``stalled`` at once, and one reaching ``max_events`` batch
+    ends ends ``event_limit`` (each pass of the loop below consumes an event
+    or ends the episode, so the loop is bounded too).
+    """
     st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
+    st.cnt[EVENT_CAP] = max_events
     policy.reset(arr, seed, dag, trial)
     attempts = _InflightAttempts(arr.n)
     ready_buf = np.empty(arr.n, dtype=np.int64)
@@ -151,6 +163,8 @@ def run_policy_episode(
     mask = np.zeros(arr.m, dtype=np.bool_)
     mask[getattr(policy, "model_positions", lambda a: np.arange(a.m))(arr)] = True
     cap = np.full(arr.n, np.inf)
+    if first_uncompletable(arr, mask, False) >= 0:
+        st.cnt[REASON] = STALLED
     while True:
         code = advance(arr, st)
         if code == ENDED:

@@ -7,6 +7,7 @@ before any work starts.
 
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from collections.abc import Callable
@@ -51,6 +52,27 @@ class ConfigError(UserError):
 
 
 EXIT_USER_ERROR = 2
+EXIT_RESOURCE = 3
+
+#: errno values meaning "the machine ran out of something" (disk, quota, file size, file handles, memory):
+#: not a bug and not bad input, so one line naming the file rather than a traceback.
+RESOURCE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EMFILE", "ENFILE", "ENOMEM")
+    if hasattr(errno, name)
+)
+
+
+def is_resource_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is resource exhaustion (disk full, quota, memory ...), see :data:`RESOURCE_ERRNOS`."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno in RESOURCE_ERRNOS)
+
+
+def describe_resource_error(exc: BaseException) -> str:
+    """One line for a resource error: ``<file>: No space left on device`` / ``out of memory``."""
+    if isinstance(exc, MemoryError):
+        return "out of memory (use fewer trials or workers, or a machine with more memory)"
+    what = exc.strerror or str(exc)
+    return f"{exc.filename}: {what}" if getattr(exc, "filename", None) else what
 
 
 def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
@@ -58,7 +80,9 @@ def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
 
     Every entry point of the project uses it, so users always get
     ``error: <file, line, problem, node>: <what>`` and never a traceback for
-    bad input; Ctrl-C exits 130 with one line.
+    bad input; resource exhaustion (disk full, quota, out of memory) is one
+    line naming the file, exit 3; Ctrl-C exits 130 with one line. Other
+    exceptions are bugs and keep their traceback.
     """
 
     @functools.wraps(main)
@@ -71,6 +95,11 @@ def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130
+        except (OSError, MemoryError) as exc:
+            if not is_resource_error(exc):
+                raise
+            print(f"error: {describe_resource_error(exc)}", file=sys.stderr)
+            return EXIT_RESOURCE
         return int(rc or 0)
 
     return wrapper

@@ -7,6 +7,7 @@ report behind: readers see either the old file or the complete new one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -63,3 +64,36 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     lines = [dumps_compact(r) for r in rows]
     atomic_write_text(path, "".join(line + "\n" for line in lines))
     return len(lines)
+
+
+def _finite_only(obj: Any, path: str, found: dict[str, str]) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        found[path] = "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite_only(v, f"{path}.{k}" if path else str(k), found) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_only(v, f"{path}[{i}]", found) for i, v in enumerate(obj)]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():  # numpy scalar
+        return _finite_only(obj.item(), path, found)
+    return obj
+
+
+def strict_json_object(obj: dict) -> dict:
+    """``obj`` with every non-finite float replaced by ``null``, and a ``non_finite`` field saying why.
+
+    ``non_finite`` maps the path of each replaced value to ``"inf"``, ``"-inf"``
+    or ``"nan"`` (e.g. ``{"deadline": "inf"}`` for a run without deadline), so
+    the output is JSON every parser accepts (Python's ``json`` writes
+    ``Infinity``/``NaN`` by default, which strict parsers refuse) and loses
+    nothing.
+    """
+    found: dict[str, str] = {}
+    out = _finite_only(dict(obj), "", found)
+    out["non_finite"] = found
+    return out
+
+
+def dumps_strict(obj: dict, indent: int | None = None) -> str:
+    """Strict JSON text of a dict (see :func:`strict_json_object`); never ``Infinity`` or ``NaN``."""
+    return json.dumps(strict_json_object(obj), indent=indent, ensure_ascii=False, allow_nan=False)

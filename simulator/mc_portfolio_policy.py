@@ -155,6 +155,18 @@ class MCPortfolioPolicy:
             raise ConfigError(f"none of the MCPP models {list(ids)} is in this DAG (it has {names})")
         return np.array(pos, dtype=np.int64)
 
+    def resolved_model_ids(self) -> list | None:
+        """The portfolio as used on this DAG: model names when the DAG's names are known, else positions.
+
+        This, not the requested ``model_ids`` (``None`` = every model), is
+        what each record carries, so a record names the models that produced it.
+        """
+        if self._models is None:
+            return list(self.params.model_ids) if self.params.model_ids is not None else None
+        if self.dag_model_ids is not None:
+            return [str(self.dag_model_ids[j]) for j in self._models]
+        return [int(j) for j in self._models]
+
     # -- Policy protocol -----------------------------------------------------------------
 
     def reset(self, arr: DagArrays, seed: int, dag: int, trial: int) -> None:
@@ -193,7 +205,7 @@ class MCPortfolioPolicy:
             p + "epsilon_max": float(max(d.epsilon for d in ds)) if ds else None,
             p + "wall_ms_total": float(sum(d.wall_ms for d in ds)),
             p + "wall_ms_max": float(max(d.wall_ms for d in ds)) if ds else 0.0,
-            p + "params": self.params.record(),
+            p + "params": {**self.params.record(), "model_ids": self.resolved_model_ids()},
         }
         if self.record_decisions:
             out[p + "decision_log"] = [d.summary() for d in ds]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import math
 from collections.abc import Sequence
 
@@ -24,16 +23,20 @@ from .arrays import dag_arrays
 from .cli_args import (
     add_budget_deadline_arguments,
     add_pool_arguments,
+    check_common_args,
+    check_mcpp_models,
     cost_setting_from_args,
     load_pool_and_dag,
     resolve_budget_deadline,
 )
 from .errors import ConfigError
-from .io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from .io_utils import atomic_write_bytes, atomic_write_text, dumps_strict
 from .mcpp_params import MCPP, add_mcpp_arguments, mcpp_params_from_args, resolve_params
 from .nominal import nominal_budget, nominal_deadline
 from .planner_api import plan
 from .scoring import wilson_interval
+from .settings import check_budget, check_deadline, check_ratio
+from .validation import check_distinct, check_output_dir
 
 
 def plan_main(argv: Sequence[str]) -> int:
@@ -44,10 +47,11 @@ def plan_main(argv: Sequence[str]) -> int:
     add_budget_deadline_arguments(ap)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     add_mcpp_arguments(ap)
-    args = ap.parse_args(argv)
+    args = check_common_args(ap.parse_args(argv))
     params = mcpp_params_from_args(args)
     resolve_params(params)  # fail fast on bad values
     pool, i = load_pool_and_dag(args)
+    check_mcpp_models(params, pool)
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     stats = pool[i]
@@ -69,7 +73,7 @@ def plan_main(argv: Sequence[str]) -> int:
         "planner_wall_ms": res.wall_ms,
     }
     if args.json:
-        print(json.dumps(out))
+        print(dumps_strict(out))
         return 0
     print(f"DAG {i} ({stats.problem_id!r}, {stats.n_nodes} nodes)   budget {budget:.6g}   deadline {deadline:.6g} s")
     print("first decision:")
@@ -85,15 +89,28 @@ def plan_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _axis(values, ratios, nominal, what: str) -> list[float]:
+def _parse_axis(values, ratios, what: str, check_value) -> tuple[list[float] | None, list[float] | None]:
+    """Check one axis's flags before any work: one of the two forms, valid and distinct values."""
+    flag, rflag = f"--{what}s", f"--{what}-ratios"
+    if values and ratios:
+        raise ConfigError(f"{flag} and {rflag}: give one of them, not both (mixing them would drop one axis)")
+    if not values and not ratios:
+        raise ConfigError(f"give {flag} or {rflag}")
     if values:
-        out = [float(x) for x in values]
-    elif ratios:
-        out = [float(r) * nominal() for r in ratios]
-    else:
-        raise ConfigError(f"give --{what}s or --{what}-ratios")
-    if any(not (x > 0) for x in out) or any(math.isnan(x) for x in out):
-        raise ConfigError(f"{what}s must be positive numbers, got {out}")
+        out = [check_value(x, flag, "flag") for x in values]
+        check_distinct(out, flag, "flag")
+        return out, None
+    out = [check_ratio(x, rflag, "flag") for x in ratios]
+    check_distinct(out, rflag, "flag")
+    return None, out
+
+
+def _realize_axis(values, ratios, nominal, what: str) -> list[float]:
+    out = list(values) if values is not None else [r * nominal() for r in ratios]
+    if what == "budget" and not all(math.isfinite(x) and x > 0 for x in out):
+        raise ConfigError(f"the budgets must be finite numbers > 0, got {out}")
+    if what == "deadline" and not all(x > 0 for x in out):
+        raise ConfigError(f"the deadlines must be > 0, got {out}")
     return out
 
 
@@ -103,26 +120,29 @@ def predict_main(argv: Sequence[str]) -> int:
         description="MCPP completion-probability map of one DAG over a (budget, deadline) grid.",
     )
     add_pool_arguments(ap)
-    ap.add_argument("--budgets", nargs="+", type=float, help="absolute budgets")
-    ap.add_argument("--budget-ratios", nargs="+", type=float, help="multiples of the nominal budget")
-    ap.add_argument("--deadlines", nargs="+", type=float, help="absolute deadlines (s)")
-    ap.add_argument("--deadline-ratios", nargs="+", type=float, help="multiples of the nominal deadline")
-    ap.add_argument("--trials", type=int, default=100, help="MCPP episodes per cell")
-    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--budgets", nargs="+", help="absolute budgets (finite, > 0)")
+    ap.add_argument("--budget-ratios", nargs="+", help="multiples of the nominal budget")
+    ap.add_argument("--deadlines", nargs="+", help="absolute deadlines (s; 'inf' allowed)")
+    ap.add_argument("--deadline-ratios", nargs="+", help="multiples of the nominal deadline")
+    ap.add_argument("--trials", default="100", help="MCPP episodes per cell (an integer >= 1)")
+    ap.add_argument("--out", required=True, help="output directory (created; predict.* in it are replaced)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_mcpp_arguments(ap)
-    args = ap.parse_args(argv)
-    if args.trials < 1:
-        raise ConfigError("--trials must be >= 1")
+    args = check_common_args(ap.parse_args(argv))
+    # every check before the simulation: a bad axis or output must not cost a whole run
+    b_vals, b_ratios = _parse_axis(args.budgets, args.budget_ratios, "budget", check_budget)
+    d_vals, d_ratios = _parse_axis(args.deadlines, args.deadline_ratios, "deadline", check_deadline)
+    out_dir = check_output_dir(args.out, "--out", "flag", files=PREDICT_FILES)
     params = mcpp_params_from_args(args)
     resolved = resolve_params(params)
     pool, i = load_pool_and_dag(args)
+    check_mcpp_models(params, pool)
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     stats = pool[i]
     where = f"{args.pool}: DAG {i}: "
-    budgets = _axis(args.budgets, args.budget_ratios, lambda: nominal_budget(arr, where), "budget")
-    deadlines = _axis(args.deadlines, args.deadline_ratios, lambda: nominal_deadline(arr, where), "deadline")
+    budgets = _realize_axis(b_vals, b_ratios, lambda: nominal_budget(arr, where), "budget")
+    deadlines = _realize_axis(d_vals, d_ratios, lambda: nominal_deadline(arr, where), "deadline")
 
     from .simulate import simulate_policy
 
@@ -151,15 +171,18 @@ def predict_main(argv: Sequence[str]) -> int:
                 "completion_probability": k / len(trials),
                 "wilson_lo": lo,
                 "wilson_hi": hi,
-                "first_decision_estimate": float(np.mean(first)) if first else math.nan,
+                "first_decision_estimate": float(np.mean(first)) if first else None,
                 "mean_cost": float(batch.total_cost.mean()),
                 "planner_wall_ms_mean": float(batch.planner_wall_ms.mean()),
             })
     if bar is not None:
         bar.close()
-    _write_outputs(args.out, rows, budgets, deadlines, stats, resolved.record(), args.seed)
+    _write_outputs(str(out_dir), rows, budgets, deadlines, stats, resolved.record(), args.seed)
     print(f"wrote {args.out}/predict.csv, predict.json, predict.png ({len(rows)} cells x {args.trials} trials)")
     return 0
+
+
+PREDICT_FILES = ("predict.csv", "predict.json", "predict.png")
 
 
 def _write_outputs(out_dir, rows, budgets, deadlines, stats, params, seed) -> None:
@@ -168,10 +191,8 @@ def _write_outputs(out_dir, rows, budgets, deadlines, stats, params, seed) -> No
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(f"{out_dir}/predict.csv", buf.getvalue())
-    atomic_write_json(
-        f"{out_dir}/predict.json",
-        {"dag": int(stats.index), "problem_id": stats.problem_id, "seed": seed, "mcpp_params": params, "cells": rows},
-    )
+    doc = {"dag": int(stats.index), "problem_id": stats.problem_id, "seed": seed, "mcpp_params": params, "cells": rows}
+    atomic_write_text(f"{out_dir}/predict.json", dumps_strict(doc, indent=2) + "\n")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -19,7 +19,7 @@ import numpy as np
 
 from .arrays import CostSetting, DagArrays, dag_arrays
 from .baselines import baseline_params, run_baseline_trials, run_baseline_trials_parallel
-from .engine import REASONS
+from .engine import DEADLINE_EXHAUSTED, REASONS
 from .episode import run_policy_episode
 from .errors import ConfigError
 from .methods import is_baseline, make_policy
@@ -66,6 +66,18 @@ class EpisodeBatch:
     def on_time(self, deadline: float) -> np.ndarray:
         """On-time success at ``deadline``: completed and makespan <= deadline."""
         return self.completed & (self.makespan <= deadline)
+
+    def scored(self, deadline: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(on-time success, reason code, makespan) per trial at ``deadline``, as :meth:`records` scores them.
+
+        The array form the command line aggregates without building one dict
+        per trial: a run still going at the deadline gets
+        ``DEADLINE_EXHAUSTED`` and makespan = deadline.
+        """
+        D = self.deadline if deadline is None else float(deadline)
+        late = self.makespan > D
+        reason = np.where(late, DEADLINE_EXHAUSTED, self.reason)
+        return self.on_time(D), reason, np.where(late, D, self.makespan)
 
     def records(self, deadline: float | None = None) -> list[dict]:
         """One record per trial, scored at ``deadline`` (default: the simulated one).

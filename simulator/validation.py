@@ -160,6 +160,30 @@ def check_output_file(path: Any, name: str, source: str | None = None, *, overwr
     return p
 
 
+def check_output_dir(path: Any, name: str, source: str | None = None, *, files: Sequence[str] = ()) -> Path:
+    """A directory a command will write ``files`` into, checked before the work starts.
+
+    It may exist (as a directory) or not yet (it is created when written);
+    the nearest existing ancestor must be a writable directory, and none of
+    ``files`` may be a directory. Nothing is created here, so a command that
+    fails later leaves no stray directory.
+    """
+    p = Path(os.fspath(path))
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{where(name, source)}: {str(p)!r} is a file, expected a directory")
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{where(name, source)}: {str(probe)!r} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where(name, source)}: directory {str(probe)!r} is not writable")
+    for f in files:
+        if (p / f).is_dir():
+            raise ConfigError(f"{where(name, source)}: {str(p / f)!r} is a directory, expected a file path")
+    return p
+
+
 def check_distinct(values: Sequence[Any], name: str, source: str | None = None) -> None:
     """Refuse repeated values (e.g. a grid axis listing the same budget twice)."""
     seen: set = set()

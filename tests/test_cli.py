@@ -64,4 +64,4 @@ def test_simulate_mcpp_with_models_by_name():
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["trials"] == 2
     r = run(*base, "--mc-portfolio-model-ids", "nope")
-    assert r.returncode == 2 and "none of the MCPP models ['nope']" in r.stderr
+    assert r.returncode == 2 and "--mc-portfolio-model-ids (flag): unknown model(s) 'nope'" in r.stderr

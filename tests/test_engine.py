@@ -14,6 +14,7 @@ from scipy import stats as sps
 
 from simulator.arrays import CostSetting, dag_arrays
 from simulator.baselines import BASELINE_METHODS, STATIC_METHODS, _static_plan, static_weights
+from simulator.engine import first_uncompletable
 from simulator.episode import run_policy_episode
 from simulator.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
@@ -86,8 +87,10 @@ def test_chain_sequential_negative_binomial(n, p, B):
 
 
 def test_static_caps_refuse_what_they_must():
-    # node costs from rows 3, 5; uniform share B/2 = 8 per node, kappa = 4 -> r_v = 2
-    rows = [(1.0, 0, 3.0), (1.0, 0, 5.0)]
+    # node costs from rows 3, 5; uniform share B/2 = 8 per node, kappa = 4 -> r_v = 2; the one success
+    # row costs 100, more than any cap, so a node never completes though p > 0 (a node with p = 0 would
+    # end the episode at once, before any launch: docs/semantics.md)
+    rows = [(1.0, 0, 3.0), (1.0, 0, 5.0), (1.0, 1, 100.0)]
     dag = chain_dag(2, rows=rows, cost=4.0)
     dag["nodes"][1]["parents"] = []
     dag["nodes"][0]["children"] = []
@@ -199,6 +202,11 @@ def test_baseline_invariants(dag, budget, method):
     assert not (batch.reason == 2).any()  # D = inf: a baseline never ends on the deadline
     static = method in STATIC_METHODS
     kappa = arr.kappa[np.arange(arr.n), arr.legacy]
+    if first_uncompletable(arr, np.zeros(arr.m, dtype=np.bool_), True) >= 0:
+        # a node the legacy model can never complete: every episode ends stalled at once, nothing spent
+        assert (batch.reason == 3).all() and (batch.total_cost == 0).all() and (batch.makespan == 0).all()
+        assert (batch.node_stats[:, :, 1] == 0).all()
+        return
     for q, trial in enumerate(batch.trials):
         completed = batch.node_stats[q, :, 0] > 0
         started, node_cost = batch.node_stats[q, :, 1], batch.node_cost[q]
