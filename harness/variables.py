@@ -263,6 +263,7 @@ _MCPP_HELP = {
     "evaluation": "MCPP option: candidate evaluation",
     "halving_eta": "MCPP halving: keep 1/eta per round",
     "halving_rounds": "MCPP halving: rounds",
+    "time_limit_ms": "MCPP anytime planner: wall-time limit per decision in ms (off = the faithful planner)",
 }
 
 
@@ -274,6 +275,8 @@ def _mcpp_default(param: str) -> str:
         return "every model of the DAG"
     if param == "max_exact_actions":
         return "len(base_ks) ** random_free_n"
+    if value is None:
+        return "off"
     if isinstance(value, tuple):
         return ",".join(map(str, value))
     return str(value)

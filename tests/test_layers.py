@@ -81,6 +81,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.mcpp_params", "planner"),
     ("simulator.mcpp_candidates", "planner"),
     ("simulator.mcpp_kernel", "planner"),
+    ("simulator.mcpp_anytime", "planner"),
     ("simulator.mc_portfolio_policy", "planner"),
     ("simulator.planner_api", "planner"),
     ("simulator.methods", "methods"),
