@@ -137,6 +137,7 @@ def load_run(path: str) -> ClaimRun:
     if not report.get("complete"):
         raise UserError(f"{rd.merged}: the merge is incomplete; finish the run and merge it before `claims`")
     settings = run.get("settings", {})
+    declared = settings.get("execution_rules") or run.get("execution_rules")
     mode = _mode_of(settings, run, rd.run_json)
     cols: dict[str, list] = {k: [] for k in ("cell", "dag_idx", "exec_trial", "method", "ok")}
     mc: dict[str, list] = {k: [] for k in ("cell", "dag_idx", "exec_trial", "epsilon", "estimate", "model_ids",
@@ -146,9 +147,11 @@ def load_run(path: str) -> ClaimRun:
         with open(fpath, encoding="utf-8") as fh:
             for line in fh:
                 r = json.loads(line)
-                if r.get("execution_rules", mode) != mode:
-                    raise UserError(f"{fpath}: a record has execution_rules {r.get('execution_rules')!r}, the run "
-                                    f"{mode!r}")  # fmt: skip
+                rec_mode = r.get("execution_rules") or "published"
+                if declared is None:  # run.json predates the setting: the records say it
+                    declared = mode = _mode_of({"execution_rules": rec_mode}, {}, fpath)
+                elif rec_mode != mode:
+                    raise UserError(f"{fpath}: a record has execution_rules {rec_mode!r}, the run {mode!r}")
                 key = (c["cell"], int(r["dag_idx"]), int(r["exec_trial"]))
                 for k, v in zip(("cell", "dag_idx", "exec_trial"), key):
                     cols[k].append(v)
@@ -452,14 +455,3 @@ def summarize(cells: pd.DataFrame) -> pd.DataFrame:
                      "diff_median": g["diff"].median(), "diff_max": g["diff"].max(), "overall": word,
                      "sentence": sentence})  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def claims_from_dirs(paths: Sequence[str], out_dir: str | None = None,
-                     robust_margin: float = DEFAULT_ROBUST_MARGIN, plots: bool = True) -> tuple[ClaimsResult, str]:  # fmt: skip
-    """Load, evaluate and write the report; returns the result and the path of ``claims.md``."""
-    from .claims_report import write_claims
-
-    runs = [load_run(p) for p in paths]
-    res = evaluate(runs, robust_margin)
-    out = out_dir or RunDir(paths[0]).analysis
-    return res, write_claims(res, out, robust_margin, plots=plots)

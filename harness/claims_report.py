@@ -10,13 +10,14 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from simulator.io_utils import atomic_write_text
 
-from .claims import CLAIM_TITLES, LEVEL, ClaimsResult
+from .claims import CLAIM_TITLES, DEFAULT_ROBUST_MARGIN, LEVEL, ClaimsResult, evaluate, load_run
 from .latex import booktabs, escape
 
 MARK = {"holds": "✓", "fails": "✗", "inconclusive": "·"}
@@ -245,3 +246,14 @@ def write_claims(res: ClaimsResult, out_dir: str, robust_margin: float, plots: b
     path = os.path.join(out_dir, "claims.md")
     atomic_write_text(path, render(res, robust_margin, figures, out_dir))
     return path
+
+
+def claims_from_dirs(paths: Sequence[str], out_dir: str | None = None,
+                     robust_margin: float = DEFAULT_ROBUST_MARGIN, plots: bool = True) -> tuple[ClaimsResult, str]:  # fmt: skip
+    """Load the runs, evaluate the claims and write the report; returns the result and the path of ``claims.md``
+    (in ``out_dir``, else ``analysis/`` of the first run)."""
+    from .rundir import RunDir
+
+    res = evaluate([load_run(p) for p in paths], robust_margin)
+    out = out_dir or RunDir(paths[0]).analysis
+    return res, write_claims(res, out, robust_margin, plots=plots)

@@ -244,7 +244,8 @@ def act_report(args, v) -> int:
 
 
 def act_claims(args, v) -> int:
-    from .claims import claims_from_dirs, resolve_run_dirs
+    from .claims import resolve_run_dirs
+    from .claims_report import claims_from_dirs
 
     names = list(args.runs) or (v["RUN_NAMES"] or "").split()
     if names:

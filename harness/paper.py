@@ -131,7 +131,7 @@ def run_paper(env: Mapping[str, str] | None = None, dry_run: bool = False) -> in
     if backend == "slurm" or dry_run:
         print(f"\npaper: when the runs are done, write the claims report with:\n  {claims_cmd}")
         return 0
-    from .claims import claims_from_dirs
+    from .claims_report import claims_from_dirs
 
     margin = variables.read(merged, "CLAIMS_MARGIN")
     res, path = claims_from_dirs(dirs, out, margin)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from harness import claims as C
+from harness.claims_report import claims_from_dirs
 from harness.latex import booktabs, escape
 from simulator.errors import UserError
 from simulator.methods import MCPP
@@ -30,7 +31,7 @@ SETTINGS = {"pool_sha256": "abc", "dags": list(range(10)), "n_exec_trials": 20, 
 
 
 def make_run(root, name, rates, settings=None, mcpp_rate=None, n_dags=10, n_trials=20, seed=0, dag_effect=0.0,
-             mcpp_models=("A",), base_ks=(1, 4), eps=0.1, mode=None):  # fmt: skip
+             mcpp_models=("A",), base_ks=(1, 4), eps=0.1, mode=None, record_mode=None):  # fmt: skip
     """A merged run whose methods succeed with the given rates (per method label), DAGs 0..n_dags-1.
 
     Success of method m on (DAG g, trial t): u[g, t] < rate_m + dag_effect * z[g], one uniform u per
@@ -62,6 +63,8 @@ def make_run(root, name, rates, settings=None, mcpp_rate=None, n_dags=10, n_tria
                     for t in range(n_trials):
                         ok = bool(u[g, t] < rate + dag_effect * z[g])
                         r = {"dag_idx": g, "exec_trial": t, "method": m, "on_time_success": ok}
+                        if record_mode or mode:
+                            r["execution_rules"] = record_mode or mode
                         if m == MCPP:
                             r.update(mc_portfolio_epsilon_max=eps, mc_portfolio_best_score_first=rate,
                                      mc_portfolio_params={"model_ids": list(mcpp_models), "base_ks": list(base_ks)})
@@ -153,6 +156,11 @@ def test_refuses_runs_of_different_grids_and_duplicate_modes(tmp_path, capsys):
     d = make_run(tmp_path, "d", {"uniform": 0.5}, mcpp_rate=0.6, mode="atomic")
     res = C.evaluate([C.load_run(a), C.load_run(d)])
     assert set(res.cells["mode"]) == {"published", "atomic"}
+    e = make_run(tmp_path, "e", {"uniform": 0.5}, mcpp_rate=0.6, mode="per_attempt", record_mode="atomic")
+    with pytest.raises(UserError, match="execution_rules 'atomic'"):
+        C.load_run(e)
+    f = make_run(tmp_path, "f", {"uniform": 0.5}, mcpp_rate=0.6, record_mode="per_attempt")  # run.json without it
+    assert C.load_run(f).mode == "per_attempt"
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "claims", a, b], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT)  # fmt: skip
     assert proc.returncode != 0 and "differ in grid" in proc.stderr
@@ -162,7 +170,7 @@ def test_refuses_runs_of_different_grids_and_duplicate_modes(tmp_path, capsys):
 def test_outputs_written_and_atomic(tmp_path, monkeypatch):
     p = make_run(tmp_path, "r", {"sequential": 0.4, "uniform": 0.5}, mcpp_rate=0.8)
     out = str(tmp_path / "out")
-    res, md = C.claims_from_dirs([p], out)
+    res, md = claims_from_dirs([p], out)
     text = open(md, encoding="utf-8").read()
     assert "**Claim 1**" in text and "holds" in text
     for f in ("claims_cells.csv", "claims_summary.csv", "claims_table.tex", "claims_cells.tex"):
@@ -185,7 +193,7 @@ def test_outputs_written_and_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(claims_report, "cells_tex", boom)
     with pytest.raises(RuntimeError):
-        C.claims_from_dirs([p], out)
+        claims_from_dirs([p], out)
     assert open(md, encoding="utf-8").read() == text
 
 
