@@ -6,16 +6,18 @@ Tables (CSV and Parquet, in ``<run>/analysis/``):
   95% interval, completion rate (ignoring the deadline), mean cost (and as a
   share of the budget), makespan quantiles (p50/p90/p99, episodes capped at
   the deadline), shares of each termination reason, planner time.
-* ``paired``: MCPP minus each baseline, per cell, **paired** on (DAG, trial)
+* ``paired``: each non-baseline method (the registry says which) minus each baseline, per cell, **paired** on (DAG, trial)
   — the same luck on the same attempt (common random numbers). Mean
   difference with a 95% interval at the trial level, and a DAG-clustered
   interval (more honest when generalising over DAGs), win/loss counts and an
   exact McNemar p-value.
 * ``best_baseline``: per cell, the baseline with the highest on-time success
-  (any label, suite included), and MCPP's paired difference to it.
+  (any label, suite included), and each non-baseline method's paired difference to it.
 
-Plots (PNG, ``plots/``): success vs budget per deadline; a budget x deadline
-heatmap per method; MCPP minus the best baseline as a heatmap.
+``main_table.tex``: the main table as a LaTeX booktabs ``tabular``.
+
+Plots (PNG, with PDF and SVG beside each, ``plots/``): success vs budget per deadline; a budget x deadline
+heatmap per method; each non-baseline method minus the best baseline as a heatmap.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from simulator.errors import UserError
 from simulator.io_utils import atomic_write_text
 from simulator.scoring import paired_difference, wilson_interval
 
+from .latex import main_table_tex
 from .merge import load_report
 from .methods import compared_labels, is_baseline_label
 
@@ -221,6 +224,7 @@ def analyze_run(merged_dir: str, out_dir: str, plots: bool = True) -> AnalysisRe
     if not paired.empty:
         _write_table(paired, out_dir, "paired")
     _write_table(mt.reset_index(), out_dir, "main_table")
+    atomic_write_text(os.path.join(out_dir, "main_table.tex"), main_table_tex(mt))  # booktabs, for a paper
     pngs = make_plots(summary, best, cells, labels, os.path.join(out_dir, "plots"), run) if plots else []
     text = table_text(mt, "On-time success (%) per method (rows) and cell (columns):")
     rp = write_report(out_dir, run, report, summary, paired, best, mt, pngs)
