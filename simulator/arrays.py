@@ -137,7 +137,15 @@ def replace_tables(arr: DagArrays, **changes) -> DagArrays:
 
 @dataclass(frozen=True)
 class CostSetting:
-    """Everything that changes how a DAG's statistics become charged costs and draws."""
+    """Everything that changes how a DAG's statistics become charged costs and draws.
+
+    The settings are parsed here, once, where they enter (the command line,
+    the harness's shard runner, the Python API all build one): ``cost_mode``
+    is held in its canonical name (an alias such as ``"token"`` is normalized
+    by the constructor) and ``latency_dist`` is checked, so that everything
+    downstream (:func:`build_arrays`, the simulator, the planner) reads typed
+    values and never parses them again.
+    """
 
     cost_mode: str = "token_cost_mean"
     latency_dist: str = "lognormal"
@@ -146,10 +154,18 @@ class CostSetting:
     legacy_model: str | None = None  # baseline suite: re-target the baselines' model
     extra: tuple = field(default=())
 
+    def __post_init__(self) -> None:
+        # A canonical name (what the harness and every copy made with
+        # dataclasses.replace pass) needs no parsing; anything else goes
+        # through the one parser, which refuses unknown modes.
+        if not (isinstance(self.cost_mode, str) and self.cost_mode in COST_MODES):
+            object.__setattr__(self, "cost_mode", normalize_cost_mode(self.cost_mode))
+        latency_dist_code(self.latency_dist)
+
     def key(self) -> tuple:
         prices = tuple(sorted((self.prices or {}).items()))
         return (
-            normalize_cost_mode(self.cost_mode),
+            self.cost_mode,
             self.latency_dist,
             prices,
             self.default_price_model,
@@ -158,6 +174,7 @@ class CostSetting:
 
 
 def latency_dist_code(name: str) -> int:
+    """Compiled-code index of a latency distribution (ConfigError on an unknown name)."""
     if name not in LATENCY_DISTS:
         raise ConfigError(f"unknown latency distribution {name!r}; choose one of {', '.join(LATENCY_DISTS)}")
     return LATENCY_DISTS.index(name)
@@ -167,7 +184,7 @@ def build_arrays(stats: DagStats, setting: CostSetting) -> DagArrays:
     """Turn :class:`DagStats` into :class:`DagArrays` for one cost setting."""
     from .costs import DEFAULT_PRICES
 
-    mode = normalize_cost_mode(setting.cost_mode)
+    mode = setting.cost_mode  # canonical: parsed by CostSetting
     money = mode == COST_MODES[1]
     prices = setting.prices if setting.prices is not None else DEFAULT_PRICES
     n, m = stats.n_nodes, stats.n_models

@@ -15,6 +15,10 @@ Everything that charges or estimates cost (the compiled simulator, MCPP's
 kernel, static baselines, the nominal budget) goes through
 :func:`row_charges`, :func:`template_charge` and :func:`expected_attempt_cost`
 here, or the compiled :func:`charge_of_draw`.
+
+A cost mode is parsed once, by :func:`normalize_cost_mode`, where it enters
+(``simulator.arrays.CostSetting`` calls it); the charging functions take the
+canonical name and do not parse it again (they are called per node and model).
 """
 
 from __future__ import annotations
@@ -108,21 +112,29 @@ def price_of(
     )
 
 
+def _not_canonical(mode: str) -> ValueError:
+    """A programming error: a charging function got a mode nobody parsed (see the module docstring)."""
+    return ValueError(f"cost mode {mode!r} is not a canonical name; parse it with normalize_cost_mode first")
+
+
 def row_charges(mode: str, row_cost: np.ndarray, row_token_cost: np.ndarray, price: float) -> np.ndarray:
-    """Charged cost of each empirical row (latency mode: filled in at draw time, returns zeros)."""
-    mode = normalize_cost_mode(mode)
+    """Charged cost of each empirical row (latency mode: filled in at draw time, returns zeros).
+
+    ``mode`` is a canonical name (one of ``COST_MODES``).
+    """
     if mode == "token_cost_mean":
         return row_token_cost.astype(np.float64, copy=True)
     if mode == "output_money_cost_mean":
         return row_token_cost * (price / 1e6)
     if mode == "cost_mean":
         return row_cost.astype(np.float64, copy=True)
-    return np.zeros_like(row_cost, dtype=np.float64)
+    if mode == "lat_mean":
+        return np.zeros_like(row_cost, dtype=np.float64)
+    raise _not_canonical(mode)
 
 
 def template_charge(mode: str, cost_mean: float, token_cost_mean: float, lat_mean: float, price: float) -> float:
-    """Charged cost of a parametric (row-less) attempt: the template's mean in the mode."""
-    mode = normalize_cost_mode(mode)
+    """Charged cost of a parametric (row-less) attempt: the template's mean in the (canonical) mode."""
     tok = token_cost_mean if not math.isnan(token_cost_mean) else cost_mean
     if mode == "token_cost_mean":
         return tok
@@ -130,7 +142,9 @@ def template_charge(mode: str, cost_mean: float, token_cost_mean: float, lat_mea
         return tok * price / 1e6
     if mode == "cost_mean":
         return cost_mean
-    return lat_mean
+    if mode == "lat_mean":
+        return lat_mean
+    raise _not_canonical(mode)
 
 
 def expected_attempt_cost(
@@ -143,8 +157,9 @@ def expected_attempt_cost(
     row_latency: np.ndarray,
     price: float,
 ) -> float:
-    """``kappa(v, m)``: the expected attempt cost of ``docs/simulator.md``."""
-    mode = normalize_cost_mode(mode)
+    """``kappa(v, m)``: the expected attempt cost of ``docs/simulator.md`` (``mode`` canonical)."""
+    if mode not in COST_MODES:
+        raise _not_canonical(mode)
     has_rows = len(row_latency) > 0
     if mode in ("token_cost_mean", "output_money_cost_mean"):
         if not math.isnan(token_cost_mean):

@@ -52,7 +52,11 @@ def _logit(p: float) -> float:
 
 def noisy_arrays(arr: DagArrays, planning: Mapping[str, Any], dag: int) -> DagArrays:
     """Execution arrays with the noise of ``planning`` applied (keyed by seed, DAG, node, model)."""
-    cfg = validate_planning(planning)
+    return _noisy(arr, validate_planning(planning), dag)
+
+
+def _noisy(arr: DagArrays, cfg: Mapping[str, Any], dag: int) -> DagArrays:
+    """:func:`noisy_arrays` on settings already checked by :func:`validate_planning` (not parsed again)."""
     sl, sc, sp = cfg["noise_latency_sigma"], cfg["noise_cost_sigma"], cfg["noise_logit_sigma"]
     lat_mean, lat_std = arr.lat_mean.copy(), arr.lat_std.copy()
     tmpl_charge, kappa, p = arr.tmpl_charge.copy(), arr.kappa.copy(), arr.p.copy()
@@ -124,5 +128,5 @@ def make_planning_arrays(pool, dag_idx: int, settings, planning_pool=None) -> Da
     else:
         arr = dag_arrays(pool, dag_idx, settings.cost)
     if any(cfg[k] > 0 for k in ("noise_latency_sigma", "noise_cost_sigma", "noise_logit_sigma")):
-        arr = noisy_arrays(arr, cfg, int(pool[dag_idx].index))
+        arr = _noisy(arr, cfg, int(pool[dag_idx].index))
     return arr

@@ -319,6 +319,5 @@ def simulate_dag_budget(
 
 
 def arr_mode(settings: RunSettings) -> str:
-    from .costs import normalize_cost_mode
-
-    return normalize_cost_mode(settings.cost.cost_mode)
+    """The run's cost mode: already canonical (parsed once by ``CostSetting``)."""
+    return settings.cost.cost_mode
