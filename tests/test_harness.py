@@ -300,6 +300,6 @@ def test_planning_noise_recorded_and_run(tmp_path):
 def test_unknown_mcpp_model_refused_before_work(tmp_path):
     pool = small_pool(tmp_path, n=1)
     env = _env(tmp_path, pool, METHOD_SET="mcpp", MC_PORTFOLIO_MODEL_IDS="no_such_model")
-    with pytest.raises(ConfigError, match="MC_PORTFOLIO_MODEL_IDS: none of the MCPP models"):
+    with pytest.raises(ConfigError, match=r"MC_PORTFOLIO_MODEL_IDS \(environment\): unknown model\(s\) 'no_such_model'"):
         prepare(env, quiet=True)
     assert not os.path.exists(os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"], "jobs_list.txt"))
