@@ -263,6 +263,7 @@ _MCPP_HELP = {
     "evaluation": "MCPP option: candidate evaluation",
     "halving_eta": "MCPP halving: keep 1/eta per round",
     "halving_rounds": "MCPP halving: rounds",
+    "time_limit_ms": "MCPP anytime planner: wall-time limit per decision in ms (off = the faithful planner)",
 }
 
 
@@ -274,6 +275,8 @@ def _mcpp_default(param: str) -> str:
         return "every model of the DAG"
     if param == "max_exact_actions":
         return "len(base_ks) ** random_free_n"
+    if value is None:
+        return "off"
     if isinstance(value, tuple):
         return ",".join(map(str, value))
     return str(value)
@@ -293,6 +296,42 @@ def _mcpp_vars() -> list[Var]:
             _MCPP_HELP.get(param, f"MCPP parameter {param}"), "mcpp", default_value=lambda: None)  # fmt: skip
         for var, param in MCPP_ENV_VARS.items()
     ]
+
+
+class FurtherText(Text):
+    """Kept as text here: :func:`simulator.further.variants.resolve_further_params` checks these values
+    together, with one rule for the harness, the command line (which reads the same variables) and the API."""
+
+    def __init__(self, expects: str) -> None:
+        self.expects = expects
+
+
+#: the published defaults of the Chernoff policies (simulator.further.chernoff.DeadlineParams; a test checks
+#: they agree). Written here because this module must not import the compiled stack (``help`` without numba).
+FURTHER_DEFAULTS = {"theta_grid_size": 10, "theta_grid_spacing": "log_upper", "budget_reservation_mode": "hard",
+                    "budget_reservation_c": 2.0, "budget_reservation_alpha": 0.0}  # fmt: skip
+
+
+def _further_vars() -> list[Var]:
+    d = FURTHER_DEFAULTS
+    return [
+        Var("LOADER_COLGEN_PARAMS_PATH", "", FurtherText("a JSON file of column-generation parameters"),
+            "loader_dual_colgen: JSON object of column-generation parameters", "further"),
+        Var("DEADLINE_THETA_GRID_SIZE", str(d["theta_grid_size"]), FurtherText("an integer (below 2 taken as 2)"),
+            "Chernoff policies: theta grid points", "further", default_value=lambda: None),
+        Var("DEADLINE_THETA_GRID_SPACING", "log_upper", FurtherText("`log_upper` or `linear` (aliases: `log`, `lin`)"),
+            "Chernoff policies: theta grid spacing", "further", default_value=lambda: None),
+        Var("DEADLINE_BUDGET_RESERVATION_MODE", d["budget_reservation_mode"], FurtherText("`hard`, `fixed_alpha`, `continuation` or `adaptive`"),
+            "Chernoff policies: budget reservation", "further", default_value=lambda: None),
+        Var("DEADLINE_BUDGET_RESERVATION_C", f"{d['budget_reservation_c']:g}", FurtherText("a number >= 0"),
+            "Chernoff policies: reservation constant c", "further", default_value=lambda: None),
+        Var("DEADLINE_BUDGET_RESERVATION_ALPHA", f"{d['budget_reservation_alpha']:g}", FurtherText("a number in [0, 1]"),
+            "Chernoff policies: reservation alpha", "further", default_value=lambda: None),
+        Var("DEADLINE_TRACE", "0", FurtherText("`0`/`1`"), "deadline_receding: record a trace per decision",
+            "further", default_value=lambda: None),
+        Var("DEADLINE_TRACE_LEVEL", "theta", FurtherText("`summary`, `theta`, `theta_full` or `iter`"),
+            "deadline_receding: trace detail", "further", default_value=lambda: None),
+    ]  # fmt: skip
 
 
 def _cores() -> int:
@@ -336,10 +375,12 @@ VARIABLES: tuple[Var, ...] = (
     Var("DEFAULT_PRICE_MODEL", "", Word(), "model that prices the id `default` when a node names none", "run"),
     # --- methods -----------------------------------------------------------------------------------------------
     Var("METHOD_SET", "all", Lazy("simulator.methods:resolve_methods", "a method set (`all`, `seq`, `static`, "
-        "`mcpp`, `baselines`, ...) or a comma list of methods"), "the methods to run", "run"),
+        "`mcpp`, `baselines`, `further`, ...) or a comma list of methods and sets; a variant is `NAME[key=value,...]` "
+        "(`python -m simulator methods` lists them)"), "the methods to run", "run"),
     Var("BASELINE_SUITE", "", Text(), "models to re-run the baselines with (comma list, or `all` = every model "
         "of the pool)", "run"),
     *_mcpp_vars(),
+    *_further_vars(),
     # --- planning statistics (robustness) ------------------------------------------------------------------------
     Var("PLANNING_POOL_PATH", "", Path(), "planning pool aligned row by row with the execution pool", "run"),
     Var("PLANNING_NOISE_LATENCY_SIGMA", "0", _SIGMA, "planner latency noise (log-normal sigma)", "run"),
@@ -371,18 +412,39 @@ VARIABLES: tuple[Var, ...] = (
     Var("SLURM_WORKERS", "min(pending shards, 8)", _POS, "array tasks of `SLURM_MODE=worker`", "slurm",
         default_value=lambda: None),
     Var("SLURM_EXTRA_ARGS", "", ShellWords(), "more `sbatch` flags", "slurm"),
+    # --- claims report and paper grid (docs/claims.md) --------------------------------------------------------------
+    Var("RUN_NAMES", "", Text(), "runs of `claims`: names under `RESULTS_ROOT` or directories, space separated "
+        "(positional arguments too; else the one run of `RUN_DIR` / `RUN_NAME`)", "claims"),
+    Var("CLAIMS_OUT", "", Path(), "output directory of `claims` (else `analysis/` of the first run; `paper`: "
+        "`$RESULTS_ROOT/<PAPER_NAME>_claims`)", "claims"),
+    Var("CLAIMS_MARGIN", "0.05", Number(0.0), "claim 2: the largest loss to planning noise still called robust "
+        "(a fraction of on-time success)", "claims"),
+    Var("PAPER_CONFIG", "configs/paper_grid.env (in the repository)", Path(), "the paper grid of `paper` "
+        "(KEY=VALUE lines; the environment overrides them)", "paper",
+        default_value=lambda: os.path.join(REPO, "configs", "paper_grid.env")),
+    Var("PAPER_NAME", "paper", PlainName(), "prefix of the run names of `paper` (`<name>_<mode>_<noise>`)", "paper"),
+    Var("PAPER_MODES", "", Text(), "execution-rule modes of `paper`, space separated (else the config's)",
+        "paper"),
+    Var("PAPER_NOISE_LEVELS", "", Text(), "planning-noise sigmas of `paper` (0 = exact; each sets the logit, "
+        "latency and cost sigma; else the config's)", "paper"),
+    Var("PAPER_NOISY_METHODS", "", Text(), "`METHOD_SET` of the noisy runs of `paper` (else the config's; "
+        "planning noise changes MCPP only)", "paper"),
+    Var("PAPER_BACKEND", "local", Choice(("local", "slurm")), "`paper`: run here, or submit each run to SLURM "
+        "(then run the printed `claims` command)", "paper"),
 )  # fmt: skip
 
 BY_NAME: dict[str, Var] = {v.name: v for v in VARIABLES}
 
 #: which variable groups each action reads (and checks before it starts)
-PREPARE_GROUPS = ("rundir", "run", "grid", "mcpp")
+PREPARE_GROUPS = ("rundir", "run", "grid", "mcpp", "further")
 ACTION_GROUPS: dict[str, tuple[str, ...]] = {
     "prepare": PREPARE_GROUPS,
     "local": (*PREPARE_GROUPS, "local", "worker", "stale"),
     "local --no-prepare": ("rundir", "local", "worker", "stale"),
     "slurm": (*PREPARE_GROUPS, "slurm"),
     "slurm --no-prepare": ("rundir", "slurm"),
+    "claims": ("rundir", "claims"),
+    "paper": ("rundir", "claims", "paper"),
     "shard": ("rundir", "worker"),
     "task": ("rundir", "worker"),
     "auto": ("rundir", "worker"),
@@ -399,6 +461,7 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
 CHECKED_PREFIXES = (
     "MC_PORTFOLIO_", "PLANNING_", "BASELINE_", "BUDGET_", "DEADLINE_", "LATENCY_", "DAG_", "DAGS_", "N_EXEC_",
     "HEARTBEAT_", "STALE_", "MAX_SHARD_", "RESULTS_", "USE_DAG_", "PRICE_", "DEFAULT_PRICE_", "METHOD_", "SLURM_",
+    "LOADER_", "CLAIMS_", "PAPER_",
 )  # fmt: skip
 #: SLURM_* names SLURM sets or reads itself (families by prefix); never refused.
 SLURM_OWN_PREFIXES = (
@@ -458,10 +521,13 @@ GROUP_TITLES = {
     "run": "run settings (read by prepare)",
     "grid": "(budget, deadline) grid",
     "mcpp": "MCPP parameters (docs/policies.md)",
+    "further": "LOADER and Chernoff-deadline baselines (docs/further_baselines.md)",
     "local": "workers",
     "worker": "workers",
     "stale": "workers",
     "slurm": "SLURM submission",
+    "claims": "claims report",
+    "paper": "paper grid",
 }
 
 

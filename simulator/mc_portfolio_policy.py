@@ -5,9 +5,9 @@ estimates for every (candidate, portfolio member Seq-(m, k)) pair the
 probability of completing the rest of the DAG within the remaining budget and
 time by M compiled simulations (:mod:`simulator.mcpp_kernel`), and executes
 the candidate of the best pair (first strict maximum; all-zero -> the first
-base action). The method registry (:mod:`simulator.methods`) makes it
-available by name through :func:`make_mcpp_policy`; this module does not
-import the registry (it sits one layer below it).
+base action). Its registry entry is :data:`METHODS` (listed in
+:mod:`simulator.methods`): atomic launch, hard deadline, parameters from the
+run's ``mcpp`` settings, variants such as ``mc_portfolio_rollout[crn]``.
 
 The planner state is the :class:`~simulator.episode.DecisionView`: in-flight
 attempts keep their exact remaining times; their successes are redrawn as
@@ -30,6 +30,7 @@ import numpy as np
 from .arrays import DagArrays
 from .episode import DecisionView
 from .errors import ConfigError
+from .mcpp_anytime import MemberTables, Rates, pair_scores, race, surely_failing
 from .mcpp_candidates import actions_to_arrays, candidates_key, generate_candidates
 from .mcpp_kernel import DecisionState, plan_bounds, run_pairs, run_pairs_serial
 from .mcpp_params import (
@@ -40,6 +41,7 @@ from .mcpp_params import (
     mcpp_params_from_env,
     resolve_params,
 )
+from .registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
 from .rng import STREAM_PLANNER, make_key
 
 __all__ = [
@@ -80,9 +82,10 @@ class Decision:
     epsilon: float
     wall_ms: float
     members: list[tuple[int, int]]
+    anytime: dict | None = None  # anytime planner only: simulations run, interval, limit hit (AnytimeResult.record)
 
     def summary(self) -> dict:
-        return {
+        out = {
             "mode": self.mode,
             "candidates": self.n_candidates,
             "pairs": self.n_pairs,
@@ -91,6 +94,9 @@ class Decision:
             "epsilon": self.epsilon,
             "wall_ms": self.wall_ms,
         }
+        if self.anytime is not None:
+            out["anytime"] = self.anytime
+        return out
 
 
 class _EpisodeTables:
@@ -101,6 +107,16 @@ class _EpisodeTables:
         self.bounds = plan_bounds(parr)
         indeg = np.diff(parr.parent_ptr)
         self.edge_child = np.repeat(np.arange(parr.n, dtype=np.int64), indeg)
+        self.members: MemberTables | None = None  # anytime planner's mean-field tables (built on first use)
+
+    def member_tables(self, members: list[tuple[int, int]]) -> MemberTables:
+        if self.members is None:
+            from .graph import topological_order
+
+            a = self.arr
+            order = topological_order(a.parent_ptr, a.parent_idx, a.child_ptr, a.child_idx)
+            self.members = MemberTables(a, members, np.asarray(order, dtype=np.int64))
+        return self.members
 
 
 class MCPortfolioPolicy:
@@ -131,6 +147,8 @@ class MCPortfolioPolicy:
         self._tables: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
         self._models: np.ndarray | None = None
+        self._rates: Rates | None = None  # anytime planner: measured kernel speeds (serial / parallel)
+        self._loaded = False  # anytime planner: compiled kernels loaded in this process
 
     # -- model positions ---------------------------------------------------------------
 
@@ -167,6 +185,10 @@ class MCPortfolioPolicy:
             return [str(self.dag_model_ids[j]) for j in self._models]
         return [int(j) for j in self._models]
 
+    def members(self) -> list[tuple[int, int]]:
+        """The portfolio Seq-(m, k) as (model position, k), in (model, k) order."""
+        return [(int(j), int(k)) for j in self._models for k in self.params.base_ks]
+
     # -- Policy protocol -----------------------------------------------------------------
 
     def reset(self, arr: DagArrays, seed: int, dag: int, trial: int) -> None:
@@ -179,6 +201,11 @@ class MCPortfolioPolicy:
         if self._tables is None or self._tables.arr is not parr:
             self._tables = _EpisodeTables(parr)
             self._models = self.model_positions(parr)
+        if self.params.time_limit_ms is not None:  # built here, outside the first decision's time limit
+            self._tables.member_tables(self.members())
+            if not self._loaded:  # load the compiled helpers of a decision (the kernels: at the first decision)
+                candidates_key(seed, dag, trial, 0)
+                make_key(seed, dag, trial, STREAM_PLANNER, 0, 0, 0)
         self._decisions = []
 
     def act(self, view: DecisionView) -> tuple[np.ndarray, np.ndarray] | None:
@@ -207,6 +234,13 @@ class MCPortfolioPolicy:
             p + "wall_ms_max": float(max(d.wall_ms for d in ds)) if ds else 0.0,
             p + "params": {**self.params.record(), "model_ids": self.resolved_model_ids()},
         }
+        if self.params.time_limit_ms is not None:  # only then: the faithful records keep their fields
+            any_ = [d.anytime for d in ds if d.anytime is not None]
+            out[p + "anytime_limit_hits"] = int(sum(a["limit_hit"] for a in any_))
+            out[p + "anytime_interval_first"] = any_[0]["interval"] if any_ else None
+            out[p + "anytime_interval_width_max"] = (
+                float(max(a["interval"][1] - a["interval"][0] for a in any_)) if any_ else None
+            )
         if self.record_decisions:
             out[p + "decision_log"] = [d.summary() for d in ds]
         return out
@@ -238,7 +272,7 @@ class MCPortfolioPolicy:
             return None
         actions, mode, n_base = gen
         cand_model, cand_count = actions_to_arrays(actions)
-        members = [(int(j), int(k)) for j in models for k in P.base_ks]
+        members = self.members()
         mem_model = np.array([m for m, _ in members], dtype=np.int64)
         mem_k = np.array([k for _, k in members], dtype=np.int64)
         C, Pm = len(actions), len(members)
@@ -271,7 +305,7 @@ class MCPortfolioPolicy:
             budget=float(view.budget_left),
             horizon=float(view.deadline - view.t),
             key=np.uint64(make_key(view.seed, view.dag, view.trial, STREAM_PLANNER, view.decision_index, 0, 0)),
-            crn=P.evaluation in ("crn", "crn_halving"),
+            crn=P.evaluation in ("crn", "crn_halving") or P.time_limit_ms is not None,
             prune=self.prune,
             max_steps=int(P.max_rollout_steps),
         )
@@ -286,7 +320,15 @@ class MCPortfolioPolicy:
             numba.set_num_threads(min(self.n_threads, numba.config.NUMBA_NUM_THREADS))
         pair_c = np.repeat(np.arange(C, dtype=np.int64), Pm)
         pair_m = np.tile(np.arange(Pm, dtype=np.int64), C)
-        if P.evaluation in ("halving", "crn_halving"):
+        anytime = None
+        best_n = P.M
+        if P.time_limit_ms is not None:
+            # the race aims 3% early: the choice and the return take a little time too
+            res, load_ms = self._anytime(dec, members, pair_c, pair_m, t0 + 0.97 * P.time_limit_ms / 1000.0)
+            best_i, best_wins, n_sims, best_n = res.pair, res.wins, res.simulations, max(res.n, 1)
+            n_pairs_eval = C * Pm
+            anytime = {**res.record(), "load_ms": load_ms}  # load_ms: first-call loading, outside the limit
+        elif P.evaluation in ("halving", "crn_halving"):
             best_i, best_wins, n_sims = self._halving(evaluate, pair_c, pair_m)
             n_pairs_eval = C * Pm
         else:
@@ -308,16 +350,50 @@ class MCPortfolioPolicy:
             act_count=act_count,
             candidate=best_c,
             member=best_p,
-            score=best_wins / P.M,
+            score=best_wins / best_n,
             mode=mode,
             n_candidates=C,
             n_base=n_base,
             n_pairs=n_pairs_eval,
             n_simulations=int(n_sims),
-            epsilon=hoeffding_epsilon(n_pairs_eval, P.M, P.delta),
+            epsilon=hoeffding_epsilon(n_pairs_eval, best_n, P.delta),
             wall_ms=(time.perf_counter() - t0) * 1000.0,
             members=members,
+            anytime=anytime,
         )
+
+    def _anytime(self, dec: DecisionState, members, pair_c, pair_m, deadline: float):
+        """The anytime evaluation (:mod:`simulator.mcpp_anytime`): exact pruning, ranking, racing."""
+        tb = self._tables
+        P = self.params
+        C, Pm = dec.cand_model.shape[0], len(members)
+        fails = surely_failing(tb.bounds, tb.arr, dec) if self.prune else np.zeros((C, Pm), dtype=bool)
+        scores = pair_scores(tb.member_tables(members), dec).ravel()  # pair i = (i // Pm, i % Pm)
+        open_pairs = np.flatnonzero(~fails.ravel())
+        order = open_pairs[np.argsort(-scores[open_pairs], kind="stable")]
+        t_load = time.perf_counter()
+        threads = numba.get_num_threads()  # the first call starts numba's thread pool
+        if self._rates is None or self._rates.threads != threads:
+            self._rates = Rates(threads)
+
+        def evaluate_on(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, parallel: bool) -> np.ndarray:
+            out = np.zeros(len(pc), dtype=np.int64)
+            (run_pairs if parallel and len(pc) > 1 else run_pairs_serial)(
+                tb.arr, tb.bounds, dec, pc, pm, s_lo, s_hi, out
+            )
+            return out
+
+        if not self._loaded:  # the process's first call loads the compiled kernels: not planning time
+            none = np.zeros(0, dtype=np.int64)
+            evaluate_on(none, none, 0, 1, False)
+            if threads > 1:
+                run_pairs(tb.arr, tb.bounds, dec, none, none, 0, 1, none.copy())
+            self._loaded = True
+        else:
+            t_load = time.perf_counter()
+        load_s = time.perf_counter() - t_load
+        res = race(evaluate_on, pair_c, pair_m, order, P.M, P.halving_eta, P.delta, deadline + load_s, self._rates)
+        return res, load_s * 1000.0
 
     def _halving(self, evaluate, pair_c: np.ndarray, pair_m: np.ndarray) -> tuple[int, int, int]:
         """Successive halving over pairs (option): few samples for all, more for the best.
@@ -390,3 +466,27 @@ class FirstActionThenMember(SeqMemberPolicy):
 def make_mcpp_policy(params: Mapping[str, Any], planning_arr: DagArrays | None) -> MCPortfolioPolicy:
     """The registry's factory for MCPP: ``params`` as for :class:`MCPortfolioPolicy`."""
     return MCPortfolioPolicy(params, planning_arr)
+
+
+def check_mcpp_params(params: Mapping[str, Any], where: str) -> None:
+    """Refuse bad MCPP parameters of a variant (``mc_portfolio_rollout[M=0]``) before any work."""
+    try:
+        resolve_params(params)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+#: the registry entry of MCPP (listed in simulator.methods)
+METHODS: tuple[MethodSpec, ...] = (
+    MethodSpec(
+        MCPP, PYTHON_POLICY, ATOMIC, HARD, baseline=False, family="mcpp", sets=("all", "mcpp", "loader_only"),
+        factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params,
+        variant_words={
+            "crn": ("evaluation", "crn"),
+            "halving": ("evaluation", "halving"),
+            "crn_halving": ("evaluation", "crn_halving"),
+            "corrected": ("candidate_generator", "corrected"),
+        },
+        description="Monte Carlo Portfolio Planning",
+    ),
+)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .validation import check_number
 
 #: The method name of MCPP (defined here, the lowest MCPP module, so that the
 #: policy, the method registry, the CLIs and the harness share one spelling).
@@ -37,6 +38,7 @@ ENV_VARS: dict[str, str] = {
     "MC_PORTFOLIO_EVALUATION": "evaluation",
     "MC_PORTFOLIO_HALVING_ETA": "halving_eta",
     "MC_PORTFOLIO_HALVING_ROUNDS": "halving_rounds",
+    "MC_PORTFOLIO_TIME_LIMIT_MS": "time_limit_ms",
 }
 
 # keys that never change results (not part of the recorded parameters)
@@ -59,6 +61,7 @@ class MCPPParams:
     evaluation: str = "faithful"
     halving_eta: int = 2
     halving_rounds: int = 4
+    time_limit_ms: float | None = None  # anytime planner: per-decision wall-time limit (None = faithful)
 
     @property
     def exact_cap(self) -> int:
@@ -72,6 +75,9 @@ class MCPPParams:
         d["model_ids"] = list(self.model_ids) if self.model_ids is not None else None
         d["base_ks"] = list(self.base_ks)
         d["max_exact_actions"] = self.exact_cap
+        if self.time_limit_ms is None:
+            # absent, not null, when off: the faithful default's records stay byte-identical
+            del d["time_limit_ms"]
         return d
 
 
@@ -137,6 +143,10 @@ def resolve_params(params: Mapping[str, Any] | None = None, **overrides: Any) ->
         if not (0.0 < delta < 1.0) or math.isnan(delta):
             raise ConfigError(f"MCPP parameter delta must be in (0, 1), got {delta}")
         out["delta"] = delta
+    if raw.get("time_limit_ms") not in (None, ""):
+        out["time_limit_ms"] = check_number(
+            raw["time_limit_ms"], "MCPP parameter time_limit_ms", lo=0.0, lo_inclusive=False
+        )
     for name, choices in (("candidate_generator", CANDIDATE_GENERATORS), ("evaluation", EVALUATIONS)):
         if raw.get(name) not in (None, ""):
             val = str(raw[name]).strip().lower().replace("-", "_").replace("+", "_")
@@ -176,6 +186,11 @@ def add_mcpp_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mc-portfolio-evaluation", choices=EVALUATIONS, help="option: crn / halving evaluation")
     g.add_argument("--mc-portfolio-halving-eta", type=int, metavar="ETA", help="halving: keep 1/ETA per round (2)")
     g.add_argument("--mc-portfolio-halving-rounds", type=int, metavar="R", help="halving: rounds (4)")
+    g.add_argument(
+        "--mc-portfolio-time-limit-ms",
+        metavar="MS",
+        help="anytime planner: wall-time limit per decision in ms (default: off, the faithful planner)",
+    )
 
 
 def mcpp_params_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -55,6 +55,9 @@ class PlanResult:
     n_simulations: int
     wall_ms: float
     ready: list[int] = field(default_factory=list)
+    #: anytime planner only (``time_limit_ms``): Wilson 95% interval of the estimate, and whether the limit stopped it
+    interval: tuple[float, float] | None = None
+    limit_hit: bool | None = None
 
 
 def as_dag_stats(dag: Mapping[str, Any] | DagStats) -> DagStats:
@@ -155,6 +158,7 @@ def plan(
     seed: int = 0,
     decision_index: int = 0,
     planning_arr: DagArrays | None = None,
+    time_limit_ms: float | None = None,
 ) -> PlanResult:
     """MCPP's action for the described state and its completion-probability estimate.
 
@@ -162,6 +166,9 @@ def plan(
     the cost setting (cost mode, prices) that gives ``budget_left`` its unit.
     If nothing is ready (all remaining nodes wait on in-flight batches) the
     action is empty and the estimate is NaN: plan again after the next batch ends.
+    ``time_limit_ms`` (same as the parameter of that name) turns on the
+    anytime planner: the best action found within that wall time
+    (``docs/mcpp.md``, anytime planner), with the estimate's interval.
     """
     stats = as_dag_stats(dag)
     arr = build_arrays(stats, cost or CostSetting())
@@ -171,7 +178,10 @@ def plan(
         return PlanResult({}, 1.0, 0.0, None, "done", 0, 0, 0.0, ready_ids)
     if len(view.ready) == 0:
         return PlanResult({}, float("nan"), float("nan"), None, "waiting", 0, 0, 0.0, ready_ids)
-    pol = MCPortfolioPolicy({**dict(params or {}), "dag_model_ids": stats.model_ids}, planning_arr)
+    raw = {**dict(params or {}), "dag_model_ids": stats.model_ids}
+    if time_limit_ms is not None:
+        raw["time_limit_ms"] = time_limit_ms
+    pol = MCPortfolioPolicy(raw, planning_arr)
     pol.reset(arr, seed, 0, 0)
     d = pol.decide(view)
     if d is None:
@@ -191,4 +201,6 @@ def plan(
         n_simulations=d.n_simulations,
         wall_ms=d.wall_ms,
         ready=ready_ids,
+        interval=tuple(d.anytime["interval"]) if d.anytime else None,
+        limit_hit=d.anytime["limit_hit"] if d.anytime else None,
     )

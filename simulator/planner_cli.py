@@ -72,6 +72,9 @@ def plan_main(argv: Sequence[str]) -> int:
         "simulations": res.n_simulations,
         "planner_wall_ms": res.wall_ms,
     }
+    if res.interval is not None:  # anytime planner: how sure the estimate is, and whether the limit stopped it
+        out["estimate_interval"] = list(res.interval)
+        out["time_limit_hit"] = res.limit_hit
     if args.json:
         print(dumps_strict(out))
         return 0
@@ -85,6 +88,9 @@ def plan_main(argv: Sequence[str]) -> int:
         f"estimated completion probability: {res.estimate:.4f} "
         f"(Hoeffding +/- {res.epsilon:.3f} over all pairs)"
     )
+    if res.interval is not None:
+        print(f"anytime planner: 95% interval [{res.interval[0]:.3f}, {res.interval[1]:.3f}]"
+              + ("; stopped by the time limit" if res.limit_hit else ""))  # fmt: skip
     print(f"{res.n_candidates} candidates ({res.mode}), {res.n_simulations} simulations, {res.wall_ms:.0f} ms")
     return 0
 
