@@ -33,8 +33,10 @@ from .errors import ConfigError, cli_entry
 from .io_utils import dumps_strict
 from .mcpp_params import add_mcpp_arguments, mcpp_params_from_args
 from .methods import METHOD_ORDER, is_baseline
-from .planner_cli import plan_main, predict_main
 from .pool import load_pool
+
+#: below this many trials `simulate` runs a baseline on one thread (see run_chunk)
+PARALLEL_MIN_TRIALS = 2000
 
 
 def cmd_validate(argv: Sequence[str]) -> int:
@@ -95,8 +97,12 @@ def cmd_simulate(argv: Sequence[str]) -> int:
 
     dag_key = pool[i].index
     if is_baseline(args.method):
+        # threads only for many trials: compiling the parallel runner costs more on a cold cache than it saves
+        # on a few trials (results are keyed, so the same either way)
+        parallel = args.trials >= PARALLEL_MIN_TRIALS
+
         def run_chunk(trials):
-            return simulate_baseline(arr, args.method, budget, trials, args.seed, dag_key, parallel=True)
+            return simulate_baseline(arr, args.method, budget, trials, args.seed, dag_key, parallel=parallel)
 
         summary = summarize_trials(run_chunk, args.trials, deadline)
     else:
@@ -134,7 +140,19 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"validate": cmd_validate, "simulate": cmd_simulate, "plan": plan_main, "predict": predict_main}
+def cmd_plan(argv: Sequence[str]) -> int:
+    from .planner_cli import plan_main  # lazy: a baseline run never imports the MCPP planner
+
+    return plan_main(argv)
+
+
+def cmd_predict(argv: Sequence[str]) -> int:
+    from .planner_cli import predict_main
+
+    return predict_main(argv)
+
+
+COMMANDS = {"validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan, "predict": cmd_predict}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
