@@ -14,7 +14,9 @@ Tables (CSV and Parquet, in ``<run>/analysis/``):
 * ``best_baseline``: per cell, the baseline with the highest on-time success
   (any label, suite included), and MCPP's paired difference to it.
 
-Plots (PNG, ``plots/``): success vs budget per deadline; a budget x deadline
+``main_table.tex``: the main table as a LaTeX booktabs ``tabular``.
+
+Plots (PNG, with PDF and SVG beside each, ``plots/``): success vs budget per deadline; a budget x deadline
 heatmap per method; MCPP minus the best baseline as a heatmap.
 """
 
@@ -34,6 +36,7 @@ from simulator.io_utils import atomic_write_text
 from simulator.methods import MCPP
 from simulator.scoring import paired_difference, wilson_interval
 
+from .latex import main_table_tex
 from .merge import load_report
 from .methods import is_baseline_label
 
@@ -212,6 +215,7 @@ def analyze_run(merged_dir: str, out_dir: str, plots: bool = True) -> AnalysisRe
     if not paired.empty:
         _write_table(paired, out_dir, "paired")
     _write_table(mt.reset_index(), out_dir, "main_table")
+    atomic_write_text(os.path.join(out_dir, "main_table.tex"), main_table_tex(mt))  # booktabs, for a paper
     pngs = make_plots(summary, best, cells, labels, os.path.join(out_dir, "plots"), run) if plots else []
     text = table_text(mt, "On-time success (%) per method (rows) and cell (columns):")
     rp = write_report(out_dir, run, report, summary, paired, best, mt, pngs)

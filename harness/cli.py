@@ -1,7 +1,7 @@
 """``run_experiment.sh ACTION``: the one entry point users drive.
 
 Actions: prepare, shard N, local (= all), auto, slurm, status, resume, merge,
-analyze, report, help. Settings come from the environment variables of
+analyze, report, claims, paper, help. Settings come from the environment variables of
 ``docs/harness.md`` and are read ONLY by ``prepare`` (``local``/``all``/
 ``slurm`` prepare first); every other action reads the run directory
 (``RUN_DIR``, else ``$RESULTS_ROOT/$RUN_NAME``).
@@ -38,6 +38,11 @@ actions:
   merge            combine per-DAG outputs per cell; coverage check (exit 1 naming what is missing)
   analyze          tables (CSV + Parquet), plots (PNG) and report.md from merged/
   report           print the Markdown report (analyze first if needed)
+  claims [RUN..]   test the paper's three claims on runs of one pool and grid (one per execution-rule mode
+                   and planning-noise level): analysis/claims.md, tables (CSV, LaTeX), regime map
+                   (runs: arguments or RUN_NAMES, names under RESULTS_ROOT or directories; docs/claims.md)
+  paper            the paper grid (PAPER_CONFIG, default configs/paper_grid.env) end to end: one run per
+                   (mode, noise level), then the claims report (--dry-run: list the runs only)
   help             this text and the settings
 
 settings (environment variables; each action checks the ones it reads before it starts, and refuses
@@ -238,6 +243,30 @@ def act_report(args, v) -> int:
     return 0
 
 
+def act_claims(args, v) -> int:
+    from .claims import resolve_run_dirs
+    from .claims_report import claims_from_dirs
+
+    names = list(args.runs) or (v["RUN_NAMES"] or "").split()
+    if names:
+        dirs = resolve_run_dirs(names, variables.read(os.environ, "RESULTS_ROOT"))
+    else:
+        dirs = [run_dir_from_env(settings=v).path]
+    res, path = claims_from_dirs(dirs, v["CLAIMS_OUT"], v["CLAIMS_MARGIN"])
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith(("- **Claim", "  - ")):
+                print(line.rstrip("\n"))
+    print(f"\nclaims report: {path}")
+    return 0
+
+
+def act_paper(args, v) -> int:
+    from .paper import run_paper
+
+    return run_paper(dry_run=args.dry_run)
+
+
 def act_prepare(args, v) -> int:
     from .prepare import prepare
 
@@ -258,6 +287,8 @@ ACTIONS = {
     "merge": act_merge,
     "analyze": act_analyze,
     "report": act_report,
+    "claims": act_claims,
+    "paper": act_paper,
 }
 
 
@@ -281,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=f"run_experiment.sh {action}", add_help=True)
     if action in ("shard", "task"):
         ap.add_argument("n", type=int, nargs="?", help="shard number (0-based line of jobs_list.txt)")
+    if action == "claims":
+        ap.add_argument("runs", nargs="*", help="run names (under RESULTS_ROOT) or run directories")
+    ap.add_argument("--dry-run", action="store_true", help="paper: list the runs, run nothing")
     ap.add_argument("--force", action="store_true", help="prepare: replace a different configuration")
     ap.add_argument("--no-prepare", action="store_true", help="local/slurm: use the prepared run as is")
     ap.add_argument("--no-progress", action="store_true", help="local: no progress bars")

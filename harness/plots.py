@@ -22,6 +22,21 @@ def _mpl():
     return plt
 
 
+#: vector formats written beside every PNG (paper-ready figures); no timestamps, so reruns give identical files
+VECTOR_FORMATS = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+
+
+def save_figure(fig, png_path: str, dpi: int = 110) -> str:
+    """Write ``fig`` as PNG plus PDF and SVG beside it (same stem), each atomically; returns the PNG path."""
+    stem = os.path.splitext(png_path)[0]
+    for ext, meta in (("png", None), *VECTOR_FORMATS.items()):
+        path = f"{stem}.{ext}"
+        tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp")
+        fig.savefig(tmp, dpi=dpi, format=ext, metadata=meta)
+        os.replace(tmp, path)
+    return png_path
+
+
 def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
@@ -68,7 +83,7 @@ def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, ru
     fig.legend(handles, names, loc="center right", fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0, 0.82, 1))
     path = os.path.join(out_dir, "success_vs_budget.png")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 
@@ -99,7 +114,7 @@ def _heatmap(mat, b, d, title, path, run, summary, cmap="viridis", vmin=0.0, vma
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -374,6 +374,25 @@ VARIABLES: tuple[Var, ...] = (
     Var("SLURM_WORKERS", "min(pending shards, 8)", _POS, "array tasks of `SLURM_MODE=worker`", "slurm",
         default_value=lambda: None),
     Var("SLURM_EXTRA_ARGS", "", ShellWords(), "more `sbatch` flags", "slurm"),
+    # --- claims report and paper grid (docs/claims.md) --------------------------------------------------------------
+    Var("RUN_NAMES", "", Text(), "runs of `claims`: names under `RESULTS_ROOT` or directories, space separated "
+        "(positional arguments too; else the one run of `RUN_DIR` / `RUN_NAME`)", "claims"),
+    Var("CLAIMS_OUT", "", Path(), "output directory of `claims` (else `analysis/` of the first run; `paper`: "
+        "`$RESULTS_ROOT/<PAPER_NAME>_claims`)", "claims"),
+    Var("CLAIMS_MARGIN", "0.05", Number(0.0), "claim 2: the largest loss to planning noise still called robust "
+        "(a fraction of on-time success)", "claims"),
+    Var("PAPER_CONFIG", "configs/paper_grid.env (in the repository)", Path(), "the paper grid of `paper` "
+        "(KEY=VALUE lines; the environment overrides them)", "paper",
+        default_value=lambda: os.path.join(REPO, "configs", "paper_grid.env")),
+    Var("PAPER_NAME", "paper", PlainName(), "prefix of the run names of `paper` (`<name>_<mode>_<noise>`)", "paper"),
+    Var("PAPER_MODES", "", Text(), "execution-rule modes of `paper`, space separated (else the config's)",
+        "paper"),
+    Var("PAPER_NOISE_LEVELS", "", Text(), "planning-noise sigmas of `paper` (0 = exact; each sets the logit, "
+        "latency and cost sigma; else the config's)", "paper"),
+    Var("PAPER_NOISY_METHODS", "", Text(), "`METHOD_SET` of the noisy runs of `paper` (else the config's; "
+        "planning noise changes MCPP only)", "paper"),
+    Var("PAPER_BACKEND", "local", Choice(("local", "slurm")), "`paper`: run here, or submit each run to SLURM "
+        "(then run the printed `claims` command)", "paper"),
 )  # fmt: skip
 
 BY_NAME: dict[str, Var] = {v.name: v for v in VARIABLES}
@@ -386,6 +405,8 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
     "local --no-prepare": ("rundir", "local", "worker", "stale"),
     "slurm": (*PREPARE_GROUPS, "slurm"),
     "slurm --no-prepare": ("rundir", "slurm"),
+    "claims": ("rundir", "claims"),
+    "paper": ("rundir", "claims", "paper"),
     "shard": ("rundir", "worker"),
     "task": ("rundir", "worker"),
     "auto": ("rundir", "worker"),
@@ -402,6 +423,7 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
 CHECKED_PREFIXES = (
     "MC_PORTFOLIO_", "PLANNING_", "BASELINE_", "BUDGET_", "DEADLINE_", "LATENCY_", "DAG_", "DAGS_", "N_EXEC_",
     "HEARTBEAT_", "STALE_", "MAX_SHARD_", "RESULTS_", "USE_DAG_", "PRICE_", "DEFAULT_PRICE_", "METHOD_", "SLURM_",
+    "CLAIMS_", "PAPER_",
 )  # fmt: skip
 #: SLURM_* names SLURM sets or reads itself (families by prefix); never refused.
 SLURM_OWN_PREFIXES = (
@@ -465,6 +487,8 @@ GROUP_TITLES = {
     "worker": "workers",
     "stale": "workers",
     "slurm": "SLURM submission",
+    "claims": "claims report",
+    "paper": "paper grid",
 }
 
 
