@@ -43,12 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 from simulator.arrays import CostSetting, dag_arrays  # noqa: E402
 from simulator.baselines import BASELINE_METHODS  # noqa: E402
 from simulator.episode import run_policy_episode  # noqa: E402
-from simulator.further.driver import simulate_further  # noqa: E402
 from simulator.further.variants import FURTHER_METHODS  # noqa: E402
 from simulator.mc_portfolio_policy import MCPortfolioPolicy  # noqa: E402
 from simulator.nominal import nominal_budget, nominal_deadline  # noqa: E402
 from simulator.pool import load_pool, pool_from_objects  # noqa: E402
-from simulator.simulate import simulate_baseline  # noqa: E402
+from simulator.simulate import simulate_baseline, simulate_method  # noqa: E402
 from simulator.testing import layered_dag  # noqa: E402
 
 MCPP = "mc_portfolio_rollout"
@@ -100,7 +99,7 @@ def measure(pool, mode: str, method: str, trials: int, dags: list[int], k_on_tim
             policy_ms += sum(r.planner_wall_ms for r in res)
         else:
             t0 = time.perf_counter()
-            b = simulate_further(arr, method, B, D, tr, 42, i)
+            b = simulate_method(arr, method, B, D, tr, 42, i)
             wall += time.perf_counter() - t0
             calls = b.planner_calls
             ok = b.on_time(D)
@@ -127,7 +126,7 @@ def warm_further(pool) -> None:
     for mode in ("token", "money"):
         arr = dag_arrays(pool, 0, CostSetting(cost_mode=mode))
         for m in FURTHER_METHODS:
-            simulate_further(arr, m, nominal_budget(arr), nominal_deadline(arr), range(1), 1, 0)
+            simulate_method(arr, m, nominal_budget(arr), nominal_deadline(arr), range(1), 1, 0)
         run_policy_episode(arr, MCPortfolioPolicy({"n_threads": 1, "M": 4}), nominal_budget(arr),
                            nominal_deadline(arr), 1, 0, 0)  # fmt: skip
 

@@ -6,18 +6,18 @@ Tables (CSV and Parquet, in ``<run>/analysis/``):
   95% interval, completion rate (ignoring the deadline), mean cost (and as a
   share of the budget), makespan quantiles (p50/p90/p99, episodes capped at
   the deadline), shares of each termination reason, planner time.
-* ``paired``: MCPP minus each baseline, per cell, **paired** on (DAG, trial)
+* ``paired``: each non-baseline method (the registry says which) minus each baseline, per cell, **paired** on (DAG, trial)
   — the same luck on the same attempt (common random numbers). Mean
   difference with a 95% interval at the trial level, and a DAG-clustered
   interval (more honest when generalising over DAGs), win/loss counts and an
   exact McNemar p-value.
 * ``best_baseline``: per cell, the baseline with the highest on-time success
-  (any label, suite included), and MCPP's paired difference to it.
+  (any label, suite included), and each non-baseline method's paired difference to it.
 
 ``main_table.tex``: the main table as a LaTeX booktabs ``tabular``.
 
 Plots (PNG, with PDF and SVG beside each, ``plots/``): success vs budget per deadline; a budget x deadline
-heatmap per method; MCPP minus the best baseline as a heatmap.
+heatmap per method; each non-baseline method minus the best baseline as a heatmap.
 """
 
 from __future__ import annotations
@@ -33,12 +33,11 @@ import pandas as pd
 from simulator.engine import REASONS
 from simulator.errors import UserError
 from simulator.io_utils import atomic_write_text
-from simulator.methods import MCPP
 from simulator.scoring import paired_difference, wilson_interval
 
 from .latex import main_table_tex
 from .merge import load_report
-from .methods import is_baseline_label
+from .methods import compared_labels, is_baseline_label
 
 COLUMNS = (
     "cell", "dag_idx", "exec_trial", "method", "on_time_success", "success", "total_cost", "makespan",
@@ -124,25 +123,32 @@ def summarize(df: pd.DataFrame, cells: list[dict], labels: list[str]) -> pd.Data
 
 
 def paired_table(df: pd.DataFrame, cells: list[dict], labels: list[str]) -> pd.DataFrame:
-    if MCPP not in labels:
+    """Each non-baseline method minus each baseline, paired on (DAG, trial), per cell."""
+    methods = compared_labels(labels)
+    if not methods:
         return pd.DataFrame()
     rows = []
     for c in cells:
         sub = df[df["cell"] == c["cell"]]
         wide = sub.pivot_table(index=["dag_idx", "exec_trial"], columns="method", values="on_time_success",
                                aggfunc="first", observed=True)  # fmt: skip
-        if MCPP not in wide:
-            continue
         dags = wide.index.get_level_values(0).to_numpy()
-        for base in labels:
-            if not is_baseline_label(base) or base not in wide:
+        for method in methods:
+            if method not in wide:
                 continue
-            d = wide[MCPP].astype(float).to_numpy() - wide[base].astype(float).to_numpy()
-            rows.append({"cell": c["cell"], "baseline": base, **paired_difference(d, dags)})
+            for base in labels:
+                if not is_baseline_label(base) or base not in wide:
+                    continue
+                d = wide[method].astype(float).to_numpy() - wide[base].astype(float).to_numpy()
+                rows.append({"cell": c["cell"], "method": method, "baseline": base, **paired_difference(d, dags)})
     return pd.DataFrame(rows)
 
 
 def best_baseline_table(summary: pd.DataFrame, paired: pd.DataFrame, cells: list[dict]) -> pd.DataFrame:
+    """Per cell, the best baseline (first maximum in method order) and each non-baseline method against it.
+
+    One row per (cell, non-baseline method); one row per cell (``method`` empty) when every method is a baseline.
+    """
     rows = []
     for c in cells:
         s = summary[(summary["cell"] == c["cell"])]
@@ -152,17 +158,20 @@ def best_baseline_table(summary: pd.DataFrame, paired: pd.DataFrame, cells: list
         b = base.loc[base["on_time_rate"].idxmax()]  # first maximum in method order
         row = {"cell": c["cell"], "best_baseline": b["method"], "best_baseline_rate": b["on_time_rate"],
                "best_baseline_ci_low": b["ci_low"], "best_baseline_ci_high": b["ci_high"]}  # fmt: skip
-        m = s[s["method"] == MCPP]
-        if not m.empty:
-            row.update(mcpp_rate=float(m["on_time_rate"].iloc[0]), mcpp_ci_low=float(m["ci_low"].iloc[0]),
-                       mcpp_ci_high=float(m["ci_high"].iloc[0]))  # fmt: skip
+        others = s[~s["is_baseline"]]
+        if others.empty:
+            rows.append({**row, "method": None})
+        for _, m in others.iterrows():
+            r = {**row, "method": m["method"], "method_rate": float(m["on_time_rate"]),
+                 "method_ci_low": float(m["ci_low"]), "method_ci_high": float(m["ci_high"])}  # fmt: skip
             if not paired.empty:
-                p = paired[(paired["cell"] == c["cell"]) & (paired["baseline"] == b["method"])]
+                p = paired[(paired["cell"] == c["cell"]) & (paired["method"] == m["method"])
+                           & (paired["baseline"] == b["method"])]  # fmt: skip
                 if not p.empty:
                     p = p.iloc[0]
-                    row.update(diff=p["diff"], diff_ci_low=p["ci_low"], diff_ci_high=p["ci_high"],
-                               diff_ci_low_dag=p["ci_low_dag"], diff_ci_high_dag=p["ci_high_dag"])  # fmt: skip
-        rows.append(row)
+                    r.update(diff=p["diff"], diff_ci_low=p["ci_low"], diff_ci_high=p["ci_high"],
+                             diff_ci_low_dag=p["ci_low_dag"], diff_ci_high_dag=p["ci_high_dag"])  # fmt: skip
+            rows.append(r)
     return pd.DataFrame(rows)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from simulator.arrays import CostSetting, dag_arrays
 from simulator.costs import load_price_table
 from simulator.errors import ConfigError
-from simulator.methods import MCPP
+from simulator.methods import uses_planning, uses_settings
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import Pool, load_index_file, load_pool
 from simulator.settings import check_mcpp_model_names
@@ -63,6 +63,7 @@ class RunConfig:
     mcpp: dict[str, Any]
     planning: dict[str, Any]
     dags_per_shard: int
+    further: dict[str, Any] = field(default_factory=dict)  # resolved LOADER / Chernoff parameters, {} if unused
     python: str = field(default_factory=lambda: sys.executable or "python3")
     env_resolved: dict[str, str] = field(default_factory=dict)
     nominal_summary: dict[str, Any] = field(default_factory=dict)
@@ -92,6 +93,7 @@ class RunConfig:
             "seed": self.seed,
             "mcpp": dict(self.mcpp),
             "planning": dict(self.planning),
+            **({"further": dict(self.further)} if self.further else {}),  # absent when unused: old runs keep their fingerprint
         }
 
     def fingerprint(self) -> str:
@@ -104,6 +106,13 @@ def settings_fingerprint(settings: Mapping[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------
+
+
+def resolve_further(env: Mapping[str, str]) -> dict[str, Any]:
+    """LOADER_* / DEADLINE_* variables of the further baselines -> their resolved, recorded parameters."""
+    from simulator.further.variants import resolve_further_params
+
+    return resolve_further_params(env).to_json()
 
 
 def resolve_mcpp(env: Mapping[str, str]) -> dict[str, Any]:
@@ -179,7 +188,7 @@ def default_dags_per_shard(n_dags: int, methods: list[str]) -> int:
     milliseconds. So: at least ~8 shards per core with MCPP (at most 10 DAGs
     each), ~4 per core for baselines only (at most 500 DAGs each).
     """
-    if MCPP in methods:
+    if uses_planning(methods):  # Python policies (MCPP, the further baselines) take seconds per DAG
         return max(1, min(10, math.ceil(n_dags / (8 * cpu_count()))))
     return max(1, min(500, math.ceil(n_dags / (4 * cpu_count()))))
 
@@ -196,7 +205,9 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     n_trials = v["N_EXEC_TRIALS"]
     seed = v["SEED"]
     mcpp_all = resolve_mcpp(env)  # checked even when MCPP does not run: a bad value is never silently ignored
-    mcpp = mcpp_all if MCPP in methods else {}
+    mcpp = mcpp_all if uses_settings(methods, "mcpp") else {}
+    further_all = resolve_further(env)  # likewise checked even when unused
+    further = further_all if uses_settings(methods, "further") else {}
     planning = resolve_planning(env)
     money = cost_mode == "output_money_cost_mean"
     prices = load_price_table(v["PRICE_FILE"]) if money else None
@@ -232,6 +243,7 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         seed=seed,
         mcpp=mcpp,
         planning=planning,
+        further=further,
         dags_per_shard=dags_per_shard,
         python=v["PYTHON"],
     )
@@ -261,7 +273,7 @@ def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
                 f"has {cfg.pool_rows}; the planning pool must be aligned row by row"
             )
     mcpp_policy = None
-    if MCPP in cfg.methods and cfg.mcpp.get("model_ids"):
+    if uses_settings(cfg.methods, "mcpp") and cfg.mcpp.get("model_ids"):
         from simulator.mc_portfolio_policy import MCPortfolioPolicy
 
         mcpp_policy = MCPortfolioPolicy(cfg.mcpp)
@@ -304,8 +316,8 @@ def _resolved_table(env: Mapping[str, str], cfg: RunConfig) -> dict[str, str]:
     for var in variables.VARIABLES:
         if var.group not in variables.PREPARE_GROUPS or var.name == "RUN_DIR":
             continue
-        if var.group == "mcpp" and not variables.is_set(env, var.name):
-            continue  # the resolved MCPP parameters are shown below, in one line
+        if var.group in ("mcpp", "further") and not variables.is_set(env, var.name):
+            continue  # the resolved MCPP / further parameters are shown below, in one line
         val = (env.get(var.name) or "").strip()
         shown[var.name] = val if val else (f"{var.default} (default)" if var.default else "(unset)")
     shown["DAG_POOL_PATH"] = cfg.pool_path
@@ -315,4 +327,6 @@ def _resolved_table(env: Mapping[str, str], cfg: RunConfig) -> dict[str, str]:
     shown["DAGS_PER_SHARD"] = str(cfg.dags_per_shard) + ("" if variables.is_set(env, "DAGS_PER_SHARD") else " (auto)")
     if cfg.mcpp:
         shown["MC_PORTFOLIO_*"] = json.dumps(cfg.mcpp)
+    if cfg.further:
+        shown["LOADER_* / DEADLINE_*"] = json.dumps(cfg.further)
     return shown

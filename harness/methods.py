@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.methods import MCPP, is_baseline
+from simulator.methods import is_baseline
 
 SUITE_SEP = "@"
 
@@ -37,9 +37,11 @@ def method_labels(methods: list[str], suite: list[str]) -> list[MethodLabel]:
     return out
 
 
-def is_mcpp_label(label: str) -> bool:
-    return label == MCPP
-
-
 def is_baseline_label(label: str) -> bool:
+    """Whether the method of ``label`` is a baseline (its registry entry says; suite labels are baselines)."""
     return is_baseline(label.split(SUITE_SEP, 1)[0])
+
+
+def compared_labels(labels: list[str]) -> list[str]:
+    """The labels the analysis compares with the baselines: every non-baseline method (MCPP, its variants ...)."""
+    return [lab for lab in labels if not is_baseline_label(lab)]

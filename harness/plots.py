@@ -8,9 +8,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from simulator.methods import MCPP
-
 from .grid import format_value
+from .methods import compared_labels
 
 
 def _mpl():
@@ -56,6 +55,7 @@ def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, ru
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.0 * rows), squeeze=False)
     cmap = plt.get_cmap("tab20")
+    bold = {m: ("black", "tab:red", "tab:purple", "tab:brown")[k % 4] for k, m in enumerate(compared_labels(labels))}
     for i, (dk, dv) in enumerate(deadlines):
         ax = axes[i // cols][i % cols]
         sub = summary[(summary["deadline_input_type"] == dk) & (summary["deadline_axis_value"] == dv)]
@@ -64,7 +64,7 @@ def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, ru
             if s.empty:
                 continue
             x = s["budget_axis_value"].to_numpy(dtype=float)
-            style = {"lw": 2.6, "color": "black", "marker": "o", "zorder": 5} if m == MCPP else {
+            style = {"lw": 2.6, "color": bold[m], "marker": "o", "zorder": 5} if m in bold else {
                 "lw": 1.2, "color": cmap(j % 20), "marker": ".", "alpha": 0.85}  # fmt: skip
             ax.plot(x, s["on_time_rate"], label=m, **style)
             ax.fill_between(x, s["ci_low"], s["ci_high"], color=style["color"], alpha=0.12, lw=0)
@@ -127,12 +127,15 @@ def make_plots(summary, best, cells, labels, out_dir: str, run: dict) -> list[st
     for m in labels:
         b, d, mat = _matrix(summary, m)
         paths.append(_heatmap(mat, b, d, f"{m}: on-time success", os.path.join(hdir, f"{_safe(m)}.png"), run, summary))
-    if MCPP in labels and not best.empty and "mcpp_rate" in best:
-        rows = summary[summary["method"] == MCPP].merge(best[["cell", "best_baseline_rate"]], on="cell")
+    for m in compared_labels(labels):  # each non-baseline method minus the cell's best baseline
+        if best.empty or "method" not in best or not (best["method"] == m).any():
+            continue
+        rows = summary[summary["method"] == m].merge(best.loc[best["method"] == m, ["cell", "best_baseline_rate"]],
+                                                     on="cell")  # fmt: skip
         rows = rows.assign(delta=rows["on_time_rate"] - rows["best_baseline_rate"])
-        b, d, mat = _matrix(rows, MCPP, "delta")
+        b, d, mat = _matrix(rows, m, "delta")
         lim = max(0.05, float(np.nanmax(np.abs(mat))) if np.isfinite(mat).any() else 0.05)
-        paths.append(_heatmap(mat, b, d, "MCPP minus best baseline (on-time success)",
-                              os.path.join(out_dir, "mcpp_minus_best_baseline.png"), run, summary,
+        paths.append(_heatmap(mat, b, d, f"{m} minus best baseline (on-time success)",
+                              os.path.join(out_dir, f"{_safe(m)}_minus_best_baseline.png"), run, summary,
                               cmap="RdBu", vmin=-lim, vmax=lim, fmt="{:+.0%}"))  # fmt: skip
     return paths

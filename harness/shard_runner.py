@@ -18,7 +18,7 @@ from collections.abc import Callable
 from simulator.arrays import CostSetting, dag_arrays
 from simulator.errors import ConfigError, PoolError
 from simulator.io_utils import atomic_write_json, atomic_write_text, dumps_compact
-from simulator.methods import MCPP, is_baseline
+from simulator.methods import is_baseline, uses_planning
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import load_pool
 from simulator.simulate import RunSettings, simulate_dag_budget
@@ -166,7 +166,7 @@ def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
     if todo:
         pool = load_pool(spec.pool, indices=todo)
         planning_pool = None
-        if spec.planning.get("pool") and MCPP in spec.methods:
+        if spec.planning.get("pool") and uses_planning(spec.methods):
             planning_pool = load_pool(spec.planning["pool"], indices=todo)
         settings = RunSettings(
             seed=spec.seed,
@@ -177,7 +177,8 @@ def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
                 default_price_model=spec.default_price_model,
             ),
             mcpp=dict(spec.mcpp),
-            planning=dict(spec.planning) if MCPP in spec.methods else {},
+            further=dict(spec.further),
+            planning=dict(spec.planning) if uses_planning(spec.methods) else {},
         )
         for pos, d in enumerate(todo):
             start = progress.done

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.errors import ConfigError
+from simulator.registry import split_method_list
 
 from .grid import AxisValue, Cell, cell_id
 from .methods import method_labels
@@ -88,6 +89,7 @@ class ShardSpec:
     default_price_model: str | None = None
     mcpp: dict[str, Any] = field(default_factory=dict)
     planning: dict[str, Any] = field(default_factory=dict)
+    further: dict[str, Any] = field(default_factory=dict)
     progress_file: str | None = None
 
     @property
@@ -152,6 +154,8 @@ class ShardSpec:
             argv += ["--mcpp-params", json.dumps(self.mcpp, sort_keys=True, separators=(",", ":"))]
         if self.planning:
             argv += ["--planning", json.dumps(self.planning, sort_keys=True, separators=(",", ":"))]
+        if self.further:
+            argv += ["--further-params", json.dumps(self.further, sort_keys=True, separators=(",", ":"))]
         if self.progress_file:
             argv += ["--progress-file", self.progress_file]
         return argv
@@ -194,6 +198,7 @@ def add_shard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--default-price-model", default=None)
     p.add_argument("--mcpp-params", default=None, help="JSON of the resolved MCPP parameters")
     p.add_argument("--planning", default=None, help="JSON of RunSettings.planning (robustness)")
+    p.add_argument("--further-params", default=None, help="JSON of the resolved LOADER / Chernoff parameters")
     p.add_argument("--progress-file", default=None, help="JSON progress for the orchestrator (not a result)")
 
 
@@ -220,12 +225,13 @@ def spec_from_args(a: argparse.Namespace) -> ShardSpec:
         seed=a.seed,
         cost_mode=a.cost_mode,
         latency_dist=a.latency_dist,
-        methods=[m for m in a.methods.split(",") if m],
+        methods=split_method_list(a.methods),  # a variant NAME[a=1,b=2] holds commas
         baseline_suite=[m for m in a.baseline_suite.split(",") if m],
         prices=_json_arg(a.prices, "--prices"),
         default_price_model=a.default_price_model,
         mcpp=_json_arg(a.mcpp_params, "--mcpp-params") or {},
         planning=_json_arg(a.planning, "--planning") or {},
+        further=_json_arg(a.further_params, "--further-params") or {},
         progress_file=a.progress_file,
     )
 
@@ -326,6 +332,7 @@ def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
                     default_price_model=cfg.default_price_model,
                     mcpp=dict(cfg.mcpp),
                     planning=dict(cfg.planning),
+                    further=dict(cfg.further),
                     progress_file=os.path.join(state_dir, f"s{n:05d}.progress"),
                 )
             )

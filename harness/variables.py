@@ -298,6 +298,42 @@ def _mcpp_vars() -> list[Var]:
     ]
 
 
+class FurtherText(Text):
+    """Kept as text here: :func:`simulator.further.variants.resolve_further_params` checks these values
+    together, with one rule for the harness, the command line (which reads the same variables) and the API."""
+
+    def __init__(self, expects: str) -> None:
+        self.expects = expects
+
+
+#: the published defaults of the Chernoff policies (simulator.further.chernoff.DeadlineParams; a test checks
+#: they agree). Written here because this module must not import the compiled stack (``help`` without numba).
+FURTHER_DEFAULTS = {"theta_grid_size": 10, "theta_grid_spacing": "log_upper", "budget_reservation_mode": "hard",
+                    "budget_reservation_c": 2.0, "budget_reservation_alpha": 0.0}  # fmt: skip
+
+
+def _further_vars() -> list[Var]:
+    d = FURTHER_DEFAULTS
+    return [
+        Var("LOADER_COLGEN_PARAMS_PATH", "", FurtherText("a JSON file of column-generation parameters"),
+            "loader_dual_colgen: JSON object of column-generation parameters", "further"),
+        Var("DEADLINE_THETA_GRID_SIZE", str(d["theta_grid_size"]), FurtherText("an integer (below 2 taken as 2)"),
+            "Chernoff policies: theta grid points", "further", default_value=lambda: None),
+        Var("DEADLINE_THETA_GRID_SPACING", "log_upper", FurtherText("`log_upper` or `linear` (aliases: `log`, `lin`)"),
+            "Chernoff policies: theta grid spacing", "further", default_value=lambda: None),
+        Var("DEADLINE_BUDGET_RESERVATION_MODE", d["budget_reservation_mode"], FurtherText("`hard`, `fixed_alpha`, `continuation` or `adaptive`"),
+            "Chernoff policies: budget reservation", "further", default_value=lambda: None),
+        Var("DEADLINE_BUDGET_RESERVATION_C", f"{d['budget_reservation_c']:g}", FurtherText("a number >= 0"),
+            "Chernoff policies: reservation constant c", "further", default_value=lambda: None),
+        Var("DEADLINE_BUDGET_RESERVATION_ALPHA", f"{d['budget_reservation_alpha']:g}", FurtherText("a number in [0, 1]"),
+            "Chernoff policies: reservation alpha", "further", default_value=lambda: None),
+        Var("DEADLINE_TRACE", "0", FurtherText("`0`/`1`"), "deadline_receding: record a trace per decision",
+            "further", default_value=lambda: None),
+        Var("DEADLINE_TRACE_LEVEL", "theta", FurtherText("`summary`, `theta`, `theta_full` or `iter`"),
+            "deadline_receding: trace detail", "further", default_value=lambda: None),
+    ]  # fmt: skip
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -339,10 +375,12 @@ VARIABLES: tuple[Var, ...] = (
     Var("DEFAULT_PRICE_MODEL", "", Word(), "model that prices the id `default` when a node names none", "run"),
     # --- methods -----------------------------------------------------------------------------------------------
     Var("METHOD_SET", "all", Lazy("simulator.methods:resolve_methods", "a method set (`all`, `seq`, `static`, "
-        "`mcpp`, `baselines`, ...) or a comma list of methods"), "the methods to run", "run"),
+        "`mcpp`, `baselines`, `further`, ...) or a comma list of methods and sets; a variant is `NAME[key=value,...]` "
+        "(`python -m simulator methods` lists them)"), "the methods to run", "run"),
     Var("BASELINE_SUITE", "", Text(), "models to re-run the baselines with (comma list, or `all` = every model "
         "of the pool)", "run"),
     *_mcpp_vars(),
+    *_further_vars(),
     # --- planning statistics (robustness) ------------------------------------------------------------------------
     Var("PLANNING_POOL_PATH", "", Path(), "planning pool aligned row by row with the execution pool", "run"),
     Var("PLANNING_NOISE_LATENCY_SIGMA", "0", _SIGMA, "planner latency noise (log-normal sigma)", "run"),
@@ -398,7 +436,7 @@ VARIABLES: tuple[Var, ...] = (
 BY_NAME: dict[str, Var] = {v.name: v for v in VARIABLES}
 
 #: which variable groups each action reads (and checks before it starts)
-PREPARE_GROUPS = ("rundir", "run", "grid", "mcpp")
+PREPARE_GROUPS = ("rundir", "run", "grid", "mcpp", "further")
 ACTION_GROUPS: dict[str, tuple[str, ...]] = {
     "prepare": PREPARE_GROUPS,
     "local": (*PREPARE_GROUPS, "local", "worker", "stale"),
@@ -423,7 +461,7 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
 CHECKED_PREFIXES = (
     "MC_PORTFOLIO_", "PLANNING_", "BASELINE_", "BUDGET_", "DEADLINE_", "LATENCY_", "DAG_", "DAGS_", "N_EXEC_",
     "HEARTBEAT_", "STALE_", "MAX_SHARD_", "RESULTS_", "USE_DAG_", "PRICE_", "DEFAULT_PRICE_", "METHOD_", "SLURM_",
-    "CLAIMS_", "PAPER_",
+    "LOADER_", "CLAIMS_", "PAPER_",
 )  # fmt: skip
 #: SLURM_* names SLURM sets or reads itself (families by prefix); never refused.
 SLURM_OWN_PREFIXES = (
@@ -483,6 +521,7 @@ GROUP_TITLES = {
     "run": "run settings (read by prepare)",
     "grid": "(budget, deadline) grid",
     "mcpp": "MCPP parameters (docs/policies.md)",
+    "further": "LOADER and Chernoff-deadline baselines (docs/further_baselines.md)",
     "local": "workers",
     "worker": "workers",
     "stale": "workers",

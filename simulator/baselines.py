@@ -12,6 +12,8 @@ deadline afterwards (:mod:`simulator.scoring`).
 from __future__ import annotations
 
 import math
+from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -44,6 +46,7 @@ from .engine import (
 )
 from .errors import ConfigError
 from .graph import topological_order
+from .registry import COMPILED_BASELINE, PER_ATTEMPT, SCORED, MethodSpec
 from .rng import STREAM_STATIC, make_key, uniform
 
 SEQUENTIAL_KS = {"sequential": 1, **{f"sequential_{k}": k for k in (2, 4, 8, 16, 32, 64)}}
@@ -55,7 +58,6 @@ STATIC_METHODS = (
     "critical_path_static",
 )
 BASELINE_METHODS = tuple(SEQUENTIAL_KS) + STATIC_METHODS
-SHARE_RANDOM = 1  # index of "random" in STATIC_METHODS: Dirichlet weights drawn per trial
 MAX_STATIC_COUNT = 1_000_000  # r_v cap when kappa_v is tiny (documented in docs/semantics.md)
 
 
@@ -85,6 +87,30 @@ def static_weights(arr: DagArrays, method: str) -> np.ndarray:
     if not np.isfinite(w).all() or w.sum() <= 0:
         w = np.ones(n)  # all-zero weights (e.g. every p = 1): fall back to uniform shares
     return w.astype(np.float64)
+
+
+class BaselineRule(NamedTuple):
+    """The compiled form of a baseline's decision rule on one DAG (what the episode loop reads).
+
+    ``seq_k > 0``: Sequential-k, k attempts of the legacy model for every
+    ready node at every decision. ``seq_k == 0``: static dispatch-once with
+    budget shares proportional to ``weights`` (or, with ``random_shares``,
+    to Dirichlet(1, ..., 1) weights drawn per trial).
+    """
+
+    seq_k: int
+    random_shares: bool
+    weights: np.ndarray  # float64 (n,)
+
+
+def sequential_rule(k: int, arr: DagArrays) -> BaselineRule:
+    """Sequential-k ("Retry" for k = 1)."""
+    return BaselineRule(int(k), False, np.ones(arr.n))
+
+
+def static_rule(method: str, arr: DagArrays) -> BaselineRule:
+    """A static dispatch-once baseline (shares from :func:`static_weights`)."""
+    return BaselineRule(0, method == "random", static_weights(arr, method))
 
 
 def _topo(arr: DagArrays) -> list[int]:
@@ -147,9 +173,10 @@ def _run_episode(
 
 
 @njit(cache=True, nogil=True)
-def _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c):
+def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c):
     """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once."""
     n, m = arr.n, arr.m
+    seq_k = rule.seq_k
     parent_ptr, child_ptr, child_idx = arr.parent_ptr, arr.child_ptr, arr.child_idx
     node_ids, available, row_ptr, rows, tmpl = arr.node_ids, arr.available, arr.row_ptr, arr.rows, arr.tmpl
     legacy, dist, cil = arr.legacy, arr.lat_dist, arr.charge_is_latency
@@ -165,7 +192,7 @@ def _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, q0,
     for q in range(q0, q1):
         trial = trials[q]
         if seq_k == 0:
-            _static_plan(arr, weights, share_kind == SHARE_RANDOM, budget, seed, dag, trial, cap, count)
+            _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count)
         reset_state(scal, cnt, key, ni, nf, attempt_no, budget, np.inf, seed, dag, trial)
         if hopeless:  # a node the legacy model can never complete: ends at once (engine._first_uncompletable)
             cnt[REASON] = STALLED
@@ -191,35 +218,38 @@ def _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, q0,
 
 
 @njit(cache=True, nogil=True)
-def run_baseline_trials(arr, seq_k, share_kind, weights, budget, seed, dag, trials, out_f, out_i, node_i, node_c):
+def run_baseline_trials(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c):
     """Simulate ``trials`` (D = inf) serially; outputs per trial row q.
 
     out_f[q] = (makespan, total_cost, completion_fraction); out_i[q] =
     (reason, total_rollouts, planner_calls); node_i[q, v] = (completed,
     started, finished, successes); node_c[q, v] = node cost.
     """
-    _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, 0, trials.shape[0], out_f, out_i, node_i, node_c)
+    _trial_range(arr, rule, budget, seed, dag, trials, 0, trials.shape[0], out_f, out_i, node_i, node_c)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def run_baseline_trials_parallel(
-    arr, seq_k, share_kind, weights, budget, seed, dag, trials, out_f, out_i, node_i, node_c
-):
+def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c):
     """Same as :func:`run_baseline_trials`, trials spread over threads (keyed: same results)."""
     n_chunks = min(trials.shape[0], 64)
     for c in prange(n_chunks):
         q0 = c * trials.shape[0] // n_chunks
         q1 = (c + 1) * trials.shape[0] // n_chunks
-        _trial_range(arr, seq_k, share_kind, weights, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
+        _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
 
 
-def baseline_params(arr: DagArrays, method: str) -> tuple[int, int, np.ndarray]:
-    """(seq_k, share_kind, weights) of a baseline method for the compiled runner."""
-    if method in SEQUENTIAL_KS:
-        return SEQUENTIAL_KS[method], -1, np.ones(arr.n)
-    if method in STATIC_METHODS:
-        return 0, STATIC_METHODS.index(method), static_weights(arr, method)
-    raise ConfigError(f"unknown baseline {method!r}; choose one of {', '.join(BASELINE_METHODS)}")
+def _spec(name: str, rule, family: str, label: str = "") -> MethodSpec:
+    sets = ("all", "baselines", "baseline_only", "seq" if family == "sequential" else "static")
+    return MethodSpec(
+        name, COMPILED_BASELINE, PER_ATTEMPT, SCORED, baseline=True, family=family, label=label, sets=sets, rule=rule,
+    )
+
+
+#: the registry entries of the twelve baselines (listed in simulator.methods)
+METHODS: tuple[MethodSpec, ...] = tuple(
+    _spec(name, partial(sequential_rule, k), "sequential")
+    for name, k in SEQUENTIAL_KS.items()
+) + tuple(_spec(name, partial(static_rule, name), "static") for name in STATIC_METHODS)
 
 
 def is_finite_budget(budget: float) -> bool:

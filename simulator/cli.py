@@ -29,10 +29,10 @@ from .cli_args import (
     load_pool_and_dag,
     resolve_budget_deadline,
 )
-from .errors import ConfigError, cli_entry
+from .errors import cli_entry
 from .io_utils import dumps_strict
 from .mcpp_params import add_mcpp_arguments, mcpp_params_from_args
-from .methods import METHOD_ORDER, is_baseline
+from .methods import METHOD_ORDER, METHOD_SETS, method_spec
 from .pool import load_pool
 
 #: below this many trials `simulate` runs a baseline on one thread (see run_chunk)
@@ -78,25 +78,34 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     )
     add_pool_arguments(ap)
     add_budget_deadline_arguments(ap)
-    ap.add_argument("--method", default="sequential", help=f"one of {', '.join(METHOD_ORDER)}")
+    ap.add_argument(
+        "--method", default="sequential",
+        help=f"a registered method ({', '.join(METHOD_ORDER)}; sets {', '.join(s for s in METHOD_SETS if s != 'all')}"
+        " list more: `python -m simulator methods`) or a variant NAME[key=value,...]",
+    )  # fmt: skip
     ap.add_argument("--trials", default="1000", help="episodes (an integer >= 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     add_mcpp_arguments(ap)
     args = check_common_args(ap.parse_args(argv))
-    if args.method not in METHOD_ORDER:
-        raise ConfigError(f"unknown method {args.method!r}; choose one of: {', '.join(METHOD_ORDER)}")
+    spec = method_spec(args.method, "--method")
     pool, i = load_pool_and_dag(args)
-    if not is_baseline(args.method):
-        check_mcpp_models(mcpp_params_from_args(args), pool)
+    params: dict = {}
+    if spec.settings_key == "mcpp":
+        params = mcpp_params_from_args(args)
+        check_mcpp_models(spec.run_params(params), pool)
+    elif spec.settings_key == "further":
+        from .further.variants import resolve_further_params
+
+        params = resolve_further_params().to_json()  # DEADLINE_* / LOADER_* variables (docs/further_baselines.md)
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     where = f"{args.pool}: DAG {i} (problem {pool[i].problem_id!r}): "
     budget, deadline = resolve_budget_deadline(args, arr, where)
-    from .simulate import simulate_baseline, simulate_policy
+    from .simulate import simulate_baseline, simulate_method
     from .summary import summarize_trials
 
     dag_key = pool[i].index
-    if is_baseline(args.method):
+    if spec.compiled:
         # threads only for many trials: compiling the parallel runner costs more on a cold cache than it saves
         # on a few trials (results are keyed, so the same either way)
         parallel = args.trials >= PARALLEL_MIN_TRIALS
@@ -106,13 +115,12 @@ def cmd_simulate(argv: Sequence[str]) -> int:
 
         summary = summarize_trials(run_chunk, args.trials, deadline)
     else:
-        params = mcpp_params_from_args(args)
         from tqdm import tqdm
 
         with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
             def run_chunk(trials):
-                return simulate_policy(arr, args.method, budget, deadline, trials, args.seed,
-                                       dag_key, params, progress=bar.update, model_names=pool[i].model_ids)
+                return simulate_method(arr, args.method, budget, deadline, trials, args.seed, dag_key, params,
+                                       model_names=pool[i].model_ids, progress=bar.update)
 
             summary = summarize_trials(run_chunk, args.trials, deadline)
     stats = summary.result()
@@ -152,7 +160,32 @@ def cmd_predict(argv: Sequence[str]) -> int:
     return predict_main(argv)
 
 
-COMMANDS = {"validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan, "predict": cmd_predict}
+def cmd_methods(argv: Sequence[str]) -> int:
+    """List the registered methods: how each runs and the method sets it belongs to."""
+    ap = argparse.ArgumentParser(prog="python -m simulator methods", description=cmd_methods.__doc__)
+    ap.add_argument("--json", action="store_true", help="print one JSON list")
+    args = ap.parse_args(argv)
+    from .methods import REGISTRY
+
+    rows = [
+        {"method": s.name, "kind": s.kind, "launch": s.launch, "deadline": s.deadline, "baseline": s.baseline,
+         "sets": list(s.sets), "variant_words": sorted(s.variant_words)}
+        for s in (REGISTRY.get(n) for n in REGISTRY.names())
+    ]  # fmt: skip
+    if args.json:
+        print(dumps_strict(rows))
+        return 0
+    print(f"{'method':32} {'kind':18} {'launch':12} {'deadline':9} {'baseline':9} sets")
+    for r in rows:
+        print(f"{r['method']:32} {r['kind']:18} {r['launch']:12} {r['deadline']:9} {str(r['baseline']):9} "
+              f"{','.join(r['sets'])}")
+    print("variants: NAME[key=value,...]; words: "
+          + "; ".join(f"{r['method']}: {', '.join(r['variant_words'])}" for r in rows if r["variant_words"]))
+    return 0
+
+
+COMMANDS = {"methods": cmd_methods, "validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan,
+            "predict": cmd_predict}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,10 +1,13 @@
-"""Python policy interface and the episode driver for planners (MCPP) using the atomic launch.
+"""Python policy interface and the episode driver of Python policies, under either launch rule.
 
 The event loop, draws and launches are the compiled functions of
 :mod:`simulator.engine`; only the decision itself calls back into Python, so
 a planner (which runs its own compiled kernel) sees exactly the simulator's
 semantics. A policy implements :class:`Policy`; at each decision it receives a
 :class:`DecisionView` and returns per-node (model, count) arrays or ``None``.
+The launch rule (``atomic`` as MCPP, ``per_attempt`` as the baselines) and
+the deadline (a finite one is hard; ``inf`` to simulate once and score every
+deadline afterwards) are arguments, so a policy's registry entry chooses them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import numpy as np
 
 from .arrays import DagArrays
 from .engine import (
+    BATCH_END,
     BUDGET_LEFT,
     DEADLINE,
     DECISIONS,
@@ -33,13 +37,18 @@ from .engine import (
     EpisodeState,
     T,
     advance,
+    draw_attempt,
     first_uncompletable,
     launch_atomic,
+    launch_per_attempt,
     new_state,
     no_progress_reason,
+    node_model_key,
     ready_nodes,
     total_cost,
 )
+from .registry import ATOMIC, LAUNCH_RULES, PER_ATTEMPT
+from .rng import fold
 
 
 @dataclass
@@ -74,7 +83,14 @@ class DecisionView:
 
 
 class Policy(Protocol):
-    """A decision rule plugged into :func:`run_policy_episode` through the atomic launch."""
+    """A decision rule plugged into :func:`run_policy_episode`.
+
+    Optional attributes the driver reads: ``model_positions(arr)`` (the
+    models it may launch; default all), ``legacy_only`` (True: it launches
+    each node's legacy model only, as the baselines) and
+    ``budget_caps(arr, budget)`` (per-node caps on cumulative cost under the
+    per-attempt launch, as the static baselines' shares; default none).
+    """
 
     name: str
 
@@ -136,6 +152,36 @@ class _InflightAttempts:
         remaining = np.concatenate(rem) if rem else np.zeros(0)
         return nodes.astype(np.int64), models, already, ptr, remaining
 
+    def launch_per_attempt(self, arr: DagArrays, st: EpisodeState, ready, action, cap, order_buf) -> None:
+        """Launch ``action`` with the per-attempt rule and remember the launched attempts' draws.
+
+        The engine does not return the draws of a per-attempt launch; they are
+        re-derived from the same keys (attempt ``i`` of node ``v`` with model
+        ``j`` is a pure function of its key), so nothing is drawn twice differently.
+        """
+        m = arr.m
+        req_model = np.ascontiguousarray(action[0], dtype=np.int64).copy()
+        req_count = np.ascontiguousarray(action[1], dtype=np.int64).copy()
+        before = st.attempt_no.copy()
+        launch_per_attempt(arr, st, req_model, req_count, cap, order_buf)
+        for v in ready:
+            j = int(req_model[v])
+            if j < 0:
+                continue
+            a0 = int(before[v * m + j])
+            k = int(st.attempt_no[v * m + j]) - a0
+            if k <= 0:
+                continue
+            base = np.uint64(node_model_key(st.key[0], v, j))
+            lat = np.empty(k)
+            ok = np.empty(k, dtype=np.bool_)
+            for i in range(k):
+                lat[i], ok[i], _ = draw_attempt(arr, v, j, np.uint64(fold(base, a0 + i)))
+            self.ends[v] = st.scal[T] + lat
+            self.succ[v] = ok
+            if self.ends[v].max() != st.nf[BATCH_END, v]:  # the re-derived draws must be the launched ones
+                raise RuntimeError(f"node {int(arr.node_ids[v])}: in-flight view out of step with the engine")
+
 
 def run_policy_episode(
     arr: DagArrays,
@@ -146,24 +192,37 @@ def run_policy_episode(
     dag: int,
     trial: int,
     max_events: int = MAX_EVENTS,
+    launch: str = ATOMIC,
 ) -> EpisodeResult:
-    """Run one episode of ``policy`` with the atomic launch and a hard deadline.
+    """Run one episode of ``policy`` under the ``launch`` rule (a finite ``deadline`` is hard).
+
+    ``atomic`` (MCPP's rule): the policy is asked only when some node is
+    ready; a whole batch is drawn at once and any over-budget or over-deadline
+    draw ends the episode. ``per_attempt`` (the baselines' rule): every
+    decision counts as a planner call, attempts are charged as they start and
+    one the budget (or the node's cap) cannot pay is refused.
 
     Every episode ends: one with a node none of the policy's models can ever
     complete ends ``stalled`` at once, and one reaching ``max_events`` batch
     ends ends ``event_limit`` (each pass of the loop below consumes an event
     or ends the episode, so the loop is bounded too).
     """
+    if launch not in LAUNCH_RULES:
+        raise ValueError(f"launch rule {launch!r} is not one of {', '.join(LAUNCH_RULES)}")
+    per_attempt = launch == PER_ATTEMPT
     st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
     st.cnt[EVENT_CAP] = max_events
     policy.reset(arr, seed, dag, trial)
     attempts = _InflightAttempts(arr.n)
     ready_buf = np.empty(arr.n, dtype=np.int64)
+    order_buf = np.empty(arr.n, dtype=np.int64)
     wall = 0.0
     mask = np.zeros(arr.m, dtype=np.bool_)
     mask[getattr(policy, "model_positions", lambda a: np.arange(a.m))(arr)] = True
-    cap = np.full(arr.n, np.inf)
-    if first_uncompletable(arr, mask, False) >= 0:
+    legacy_only = bool(getattr(policy, "legacy_only", False))
+    caps = getattr(policy, "budget_caps", None)
+    cap = np.asarray(caps(arr, float(budget)), dtype=np.float64).copy() if caps else np.full(arr.n, np.inf)
+    if first_uncompletable(arr, mask, legacy_only) >= 0:
         st.cnt[REASON] = STALLED
     while True:
         code = advance(arr, st)
@@ -192,9 +251,11 @@ def run_policy_episode(
         t0 = time.perf_counter()
         action = policy.act(view) if n_ready else None
         wall += time.perf_counter() - t0
-        st.cnt[PLANNER_CALLS] += 1 if n_ready else 0
+        st.cnt[PLANNER_CALLS] += 1 if (n_ready or per_attempt) else 0
         st.cnt[DECISIONS] += 1
-        if action is not None:
+        if action is not None and per_attempt:
+            attempts.launch_per_attempt(arr, st, view.ready, action, cap, order_buf)
+        elif action is not None:
             act_model, act_count = (np.asarray(a, dtype=np.int64) for a in action)
             total = int(act_count[view.ready].clip(min=0).sum())
             lat_out = np.empty(max(total, 1))
@@ -208,7 +269,7 @@ def run_policy_episode(
                 attempts.succ[v] = succ_out[i : i + c].copy()
                 i += c
         if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
-            st.cnt[REASON] = no_progress_reason(arr, st, mask, False, cap)
+            st.cnt[REASON] = no_progress_reason(arr, st, mask, legacy_only, cap)
             break
     reason = int(st.cnt[REASON])
     return EpisodeResult(

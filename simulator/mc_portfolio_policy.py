@@ -5,9 +5,9 @@ estimates for every (candidate, portfolio member Seq-(m, k)) pair the
 probability of completing the rest of the DAG within the remaining budget and
 time by M compiled simulations (:mod:`simulator.mcpp_kernel`), and executes
 the candidate of the best pair (first strict maximum; all-zero -> the first
-base action). The method registry (:mod:`simulator.methods`) makes it
-available by name through :func:`make_mcpp_policy`; this module does not
-import the registry (it sits one layer below it).
+base action). Its registry entry is :data:`METHODS` (listed in
+:mod:`simulator.methods`): atomic launch, hard deadline, parameters from the
+run's ``mcpp`` settings, variants such as ``mc_portfolio_rollout[crn]``.
 
 The planner state is the :class:`~simulator.episode.DecisionView`: in-flight
 attempts keep their exact remaining times; their successes are redrawn as
@@ -41,6 +41,7 @@ from .mcpp_params import (
     mcpp_params_from_env,
     resolve_params,
 )
+from .registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
 from .rng import STREAM_PLANNER, make_key
 
 __all__ = [
@@ -465,3 +466,27 @@ class FirstActionThenMember(SeqMemberPolicy):
 def make_mcpp_policy(params: Mapping[str, Any], planning_arr: DagArrays | None) -> MCPortfolioPolicy:
     """The registry's factory for MCPP: ``params`` as for :class:`MCPortfolioPolicy`."""
     return MCPortfolioPolicy(params, planning_arr)
+
+
+def check_mcpp_params(params: Mapping[str, Any], where: str) -> None:
+    """Refuse bad MCPP parameters of a variant (``mc_portfolio_rollout[M=0]``) before any work."""
+    try:
+        resolve_params(params)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+#: the registry entry of MCPP (listed in simulator.methods)
+METHODS: tuple[MethodSpec, ...] = (
+    MethodSpec(
+        MCPP, PYTHON_POLICY, ATOMIC, HARD, baseline=False, family="mcpp", sets=("all", "mcpp", "loader_only"),
+        factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params,
+        variant_words={
+            "crn": ("evaluation", "crn"),
+            "halving": ("evaluation", "halving"),
+            "crn_halving": ("evaluation", "crn_halving"),
+            "corrected": ("candidate_generator", "corrected"),
+        },
+        description="Monte Carlo Portfolio Planning",
+    ),
+)

@@ -1,76 +1,104 @@
-"""Method names, method sets and the registry of Python policies (planners).
+"""The table of methods: every method the simulator, the command line and the harness can run.
 
-``METHOD_ORDER`` is the paper's order of the 13 methods. Baselines run in the
-compiled loop of :mod:`simulator.baselines`; planners such as MCPP register a
-factory here (``register_policy``) and run through
-:func:`simulator.episode.run_policy_episode`.
+Each module listed in :data:`METHOD_MODULES` holds a tuple ``METHODS`` of
+:class:`~simulator.registry.MethodSpec` entries; this module registers them
+in that order. Everything else is derived from the entries: ``METHOD_ORDER``
+(the paper's 13 methods, the set ``all``), the method sets, ``is_baseline``,
+the command line's ``--method`` and the harness's ``METHOD_SET`` checks, how
+:func:`simulator.simulate.simulate_dag_budget` runs a method, and which
+methods the analysis compares with which. Adding a policy is one new module
+with a ``METHODS`` tuple plus its line below (``docs/adding_a_policy.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Mapping
 from typing import Any
 
-from .baselines import BASELINE_METHODS, SEQUENTIAL_KS, STATIC_METHODS
 from .errors import ConfigError
 from .mcpp_params import MCPP
+from .registry import MethodSpec, Registry, split_method_list
 
-METHOD_ORDER: tuple[str, ...] = BASELINE_METHODS + (MCPP,)
-METHOD_SETS: dict[str, tuple[str, ...]] = {
-    "all": METHOD_ORDER,
-    "seq": tuple(SEQUENTIAL_KS),
-    "static": STATIC_METHODS,
-    "mcpp": (MCPP,),
-    "loader_only": (MCPP,),
-    "baselines": BASELINE_METHODS,
-    "baseline_only": BASELINE_METHODS,
-}
+#: modules whose ``METHODS`` are registered, in this order (the order of tables and plots)
+METHOD_MODULES: tuple[str, ...] = (
+    "simulator.baselines",  # the 12 baselines: Sequential-k (Retry) and static dispatch-once
+    "simulator.mc_portfolio_policy",  # MCPP
+    "simulator.further.policies",  # LOADER and Chernoff-deadline baselines
+    "simulator.policies.cheapest_first",  # the example of docs/adding_a_policy.md
+)
 
-# name -> factory(params: Mapping, planning_arrays | None) -> Policy
-_POLICY_FACTORIES: dict[str, Callable[..., Any]] = {}
+REGISTRY = Registry()
+for _module in METHOD_MODULES:
+    for _spec in importlib.import_module(_module).METHODS:
+        REGISTRY.register(_spec)
 
-
-def register_policy(name: str, factory: Callable[..., Any]) -> None:
-    """Make a Python policy available under ``name`` (used by MCPP)."""
-    _POLICY_FACTORIES[name] = factory
+METHOD_SETS: dict[str, tuple[str, ...]] = REGISTRY.sets()
+METHOD_ORDER: tuple[str, ...] = METHOD_SETS["all"]  # the paper's 13 methods
+BASELINE_METHODS: tuple[str, ...] = METHOD_SETS["baselines"]
 
 
-def _load_builtin_policies() -> None:
-    if MCPP not in _POLICY_FACTORIES:
-        from .mc_portfolio_policy import make_mcpp_policy  # a broken install fails here, loudly
-
-        register_policy(MCPP, make_mcpp_policy)
+def method_spec(name: str, source: str | None = None) -> MethodSpec:
+    """The entry of ``name`` (a registered method or a variant ``name[...]``); unknown names are refused."""
+    return REGISTRY.get(name, source)
 
 
 def is_baseline(method: str) -> bool:
-    return method in BASELINE_METHODS
+    """Whether the analysis compares the other methods with ``method`` (False for unknown names)."""
+    try:
+        return REGISTRY.get(method).baseline
+    except ConfigError:
+        return False
 
 
 def make_policy(method: str, params: Mapping[str, Any] | None = None, planning=None):
-    """Instantiate the Python policy ``method`` with its parameters."""
-    _load_builtin_policies()
-    if method not in _POLICY_FACTORIES:
-        raise ConfigError(f"method {method!r} is not available as a planner")
-    return _POLICY_FACTORIES[method](dict(params or {}), planning)
+    """Instantiate the Python policy ``method`` with its parameters (the entry's fixed ones on top)."""
+    spec = method_spec(method)
+    if spec.compiled:
+        raise ConfigError(f"method {method!r} is a compiled baseline, not a Python policy")
+    return spec.factory(spec.run_params(params), planning)
 
 
-def resolve_methods(spec: str) -> list[str]:
-    """Expand a method set name or a comma list into methods, in ``METHOD_ORDER``."""
-    spec = (spec or "all").strip()
-    if spec in METHOD_SETS:
-        return list(METHOD_SETS[spec])
-    names = [s.strip() for s in spec.split(",") if s.strip()]
+def resolve_methods(spec: str, source: str | None = None) -> list[str]:
+    """Expand method set names, methods and variants (comma list) into methods, in registry order.
+
+    Variants follow their base method, in the order given; a name given twice
+    counts once.
+    """
+    names = split_method_list((spec or "all").strip() or "all")
     if not names:
-        raise ConfigError("empty method list")
-    unknown = [s for s in names if s not in METHOD_ORDER and s not in METHOD_SETS]
-    if unknown:
-        raise ConfigError(
-            f"unknown method(s) {', '.join(map(repr, unknown))}; methods: {', '.join(METHOD_ORDER)}; "
-            f"sets: {', '.join(METHOD_SETS)}"
-        )
+        raise ConfigError((f"{source}: " if source else "") + "empty method list")
     out: list[str] = []
     for s in names:
         for m in METHOD_SETS.get(s, (s,)):
+            method_spec(m, source)  # refuses unknown names and bad variants
             if m not in out:
                 out.append(m)
-    return sorted(out, key=METHOD_ORDER.index)
+    order = {m: i for i, m in enumerate(REGISTRY.names())}
+    return sorted(out, key=lambda m: (order[method_spec(m).base_name], out.index(m)))
+
+
+def uses_settings(methods: list[str], key: str) -> bool:
+    """Whether any of ``methods`` reads the run settings ``key`` (``mcpp``, ``further``)."""
+    return any(method_spec(m).settings_key == key for m in methods)
+
+
+def uses_planning(methods: list[str]) -> bool:
+    """Whether any of ``methods`` is a Python policy (planners read the planning statistics)."""
+    return any(not method_spec(m).compiled for m in methods)
+
+
+__all__ = [
+    "BASELINE_METHODS",
+    "MCPP",
+    "METHOD_MODULES",
+    "METHOD_ORDER",
+    "METHOD_SETS",
+    "REGISTRY",
+    "is_baseline",
+    "make_policy",
+    "method_spec",
+    "resolve_methods",
+    "uses_planning",
+    "uses_settings",
+]

@@ -537,6 +537,11 @@ def run_episode(
         draws = ExecutionDraws(rd.arrays, seed, dag_key, trial)
     models = no_progress_models if no_progress_models is not None else [range(rd.m)] * rd.n
     ep = _Episode(rd, budget, deadline, draws, caps, refused_draw_consumed)
+    # every episode ends: a node none of the allowed models can ever complete (available with p > 0) ends it
+    # stalled at once, before anything is spent (docs/semantics.md, "Every episode ends")
+    hopeless = any(not any(rd.available[v][j] and rd.p[v][j] > 0.0 for j in models[v]) for v in range(rd.n))
+    if hopeless:
+        ep.reason = STALLED
 
     def decide() -> bool:
         """One decision point; True when the launch ended the episode."""
@@ -553,7 +558,7 @@ def run_episode(
             return False
         return ep.launch_atomic(action)
 
-    while True:
+    while ep.reason is None:
         if ep.all_completed():
             ep.reason = COMPLETED
             break

@@ -3,9 +3,14 @@
 This is the one entry point used by the command line (``python -m simulator
 simulate``) and by the experiment harness (``run_shard.py``):
 
-* baselines are simulated once per budget with D = inf (compiled loop) and
-  scored for any number of deadlines (:meth:`EpisodeBatch.records`);
-* planners (MCPP) run per (budget, deadline) cell with the hard deadline.
+* a method whose registry entry scores deadlines (the baselines) is
+  simulated once per budget with D = inf and scored for any number of
+  deadlines (:meth:`EpisodeBatch.records`);
+* one with the hard deadline (MCPP) runs per (budget, deadline) cell.
+
+Compiled baselines run in the loop of :mod:`simulator.baselines`, Python
+policies through :func:`simulator.episode.run_policy_episode` with their
+entry's launch rule (:mod:`simulator.methods`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from .arrays import CostSetting, DagArrays, dag_arrays
-from .baselines import baseline_params, run_baseline_trials, run_baseline_trials_parallel
+from .baselines import run_baseline_trials, run_baseline_trials_parallel
 from .engine import DEADLINE_EXHAUSTED, REASONS
 from .episode import run_policy_episode
 from .errors import ConfigError
-from .methods import is_baseline, make_policy
+from .methods import make_policy, method_spec
+from .registry import HARD
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class RunSettings:
     seed: int = 42
     cost: CostSetting = field(default_factory=CostSetting)
     mcpp: Mapping[str, Any] = field(default_factory=dict)
+    further: Mapping[str, Any] = field(default_factory=dict)  # resolved parameters of the further baselines
     planning: Mapping[str, Any] = field(default_factory=dict)  # see simulator.planning
 
 
@@ -126,8 +133,11 @@ def simulate_baseline(
     dag: int,
     parallel: bool = False,
 ) -> EpisodeBatch:
-    """Simulate a baseline with D = inf (score it with :meth:`EpisodeBatch.records`)."""
-    seq_k, share_kind, weights = baseline_params(arr, method)
+    """Simulate a compiled baseline with D = inf (score it with :meth:`EpisodeBatch.records`)."""
+    spec = method_spec(method)
+    if not spec.compiled:
+        raise ConfigError(f"method {method!r} is not a compiled baseline")
+    rule = spec.rule(arr)
     tr = np.asarray(trials, dtype=np.int64)
     T = len(tr)
     out_f = np.zeros((T, 3))
@@ -135,7 +145,7 @@ def simulate_baseline(
     node_i = np.zeros((T, arr.n, 4), dtype=np.int64)
     node_c = np.zeros((T, arr.n))
     fn = run_baseline_trials_parallel if parallel else run_baseline_trials
-    fn(arr, seq_k, share_kind, weights, float(budget), int(seed), int(dag), tr, out_f, out_i, node_i, node_c)
+    fn(arr, rule, float(budget), int(seed), int(dag), tr, out_f, out_i, node_i, node_c)
     return EpisodeBatch(
         method=method,
         dag=dag,
@@ -166,17 +176,22 @@ def simulate_policy(
     planning_arr: DagArrays | None = None,
     progress=None,
     model_names: Sequence[str] | None = None,
+    launch: str | None = None,
 ) -> EpisodeBatch:
-    """Simulate a Python policy (MCPP) with the hard deadline, one episode per trial.
+    """Simulate a Python policy, one episode per trial (a finite ``deadline`` is hard).
 
+    ``params`` are the run's parameters for the method (its registry entry's
+    fixed ones go on top); ``launch`` defaults to the entry's launch rule.
     ``model_names`` (the DAG's model ids) lets a planner resolve models given by name.
     """
+    spec = method_spec(method)
     if model_names is not None:
         params = {**(params or {}), "dag_model_ids": tuple(model_names)}
     policy = make_policy(method, params, planning_arr)
+    rule = launch or spec.launch
     results = []
     for trial in trials:
-        results.append(run_policy_episode(arr, policy, budget, deadline, seed, dag, int(trial)))
+        results.append(run_policy_episode(arr, policy, budget, deadline, seed, dag, int(trial), launch=rule))
         if progress is not None:
             progress(1)
     T = len(results)
@@ -207,6 +222,35 @@ def simulate_policy(
     )
 
 
+def simulate_method(
+    arr: DagArrays,
+    method: str,
+    budget: float,
+    deadline: float,
+    trials: Sequence[int],
+    seed: int,
+    dag: int,
+    params: Mapping[str, Any] | None = None,
+    planning_arr: DagArrays | None = None,
+    model_names: Sequence[str] | None = None,
+    parallel: bool = False,
+    progress=None,
+) -> EpisodeBatch:
+    """Any registered method on one DAG and budget, run as its registry entry says.
+
+    A method that scores deadlines is simulated with D = inf (score the batch
+    at ``deadline`` with :meth:`EpisodeBatch.scored` or ``records(deadline)``);
+    one with the hard deadline runs under ``deadline``.
+    """
+    spec = method_spec(method)
+    if spec.compiled:
+        return simulate_baseline(arr, method, budget, trials, seed, dag, parallel=parallel)
+    D = float(deadline) if spec.deadline == HARD else math.inf
+    return simulate_policy(
+        arr, method, budget, D, trials, seed, dag, params, planning_arr, progress, model_names=model_names
+    )
+
+
 def planning_arrays(pool, dag_idx: int, settings: RunSettings, planning_pool=None) -> DagArrays | None:
     """The planner's statistics for this DAG (None: same as execution)."""
     if not settings.planning and planning_pool is None:
@@ -227,7 +271,7 @@ def simulate_dag_budget(
     planning_pool=None,
     progress=None,
 ) -> list[dict]:
-    """All records of one DAG under one budget: baselines once, planners per deadline.
+    """All records of one DAG under one budget: scored methods once, hard-deadline ones per deadline.
 
     Returns one record per (deadline, method, trial) with the DAG fields
     (``dag_idx``, ``dag_kind``, ``problem_id``, ``n_nodes``) filled in; the
@@ -248,21 +292,29 @@ def simulate_dag_budget(
     records: list[dict] = []
     plan = None
     for method in methods:
-        if is_baseline(method):
+        spec = method_spec(method)
+        if spec.compiled:
             batch = simulate_baseline(arr, method, budget, trials, settings.seed, dag_key)
             for D in deadlines:
                 records.extend({**base, **r} for r in batch.records(D))
             if progress is not None:
                 progress(len(trials) * len(deadlines))
-        else:
-            if plan is None:
-                plan = planning_arrays(pool, dag_idx, settings, planning_pool)
+            continue
+        if plan is None:
+            plan = planning_arrays(pool, dag_idx, settings, planning_pool)
+        params = getattr(settings, spec.settings_key) if spec.settings_key else {}
+        run = (arr, method, budget)
+        tail = (trials, settings.seed, dag_key, params, plan)
+        if spec.deadline == HARD:
             for D in deadlines:
-                batch = simulate_policy(
-                    arr, method, budget, D, trials, settings.seed, dag_key, settings.mcpp, plan, progress,
-                    model_names=stats.model_ids,
-                )
+                batch = simulate_policy(*run, D, *tail, progress, model_names=stats.model_ids)
                 records.extend({**base, **r} for r in batch.records())
+        else:
+            batch = simulate_policy(*run, math.inf, *tail, None, model_names=stats.model_ids)
+            for D in deadlines:
+                records.extend({**base, **r} for r in batch.records(D))
+            if progress is not None:
+                progress(len(trials) * len(deadlines))
     return records
 
 

@@ -10,12 +10,11 @@ import pytest
 from simulator.arrays import CostSetting, dag_arrays
 from simulator.episode import DecisionView
 from simulator.errors import ConfigError
-from simulator.further.driver import simulate_further
 from simulator.further.policies import FurtherPolicy, snapshot_of, static_seed
 from simulator.further.variants import FURTHER_METHODS, FurtherParams
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import load_pool
-from simulator.simulate import simulate_baseline
+from simulator.simulate import simulate_baseline, simulate_method
 from tests.conftest import ROOT
 from tests.further_dags import CHAIN, DIAMOND, arrays
 
@@ -94,7 +93,7 @@ def test_money_mode_loader_is_sequential_decision_for_decision(pool):
         B = nominal_budget(arr)
         base = simulate_baseline(arr, "sequential", B, range(6), 42, i)
         for m in FURTHER_METHODS[:6]:
-            f = simulate_further(arr, m, B, math.inf, range(6), 42, i)
+            f = simulate_method(arr, m, B, math.inf, range(6), 42, i)
             for a in FIELDS:
                 np.testing.assert_array_equal(getattr(base, a), getattr(f, a), err_msg=f"{m} {a} DAG {i}")
 
@@ -107,8 +106,8 @@ def test_episode_invariants_and_determinism(pool, mode):
         arr = dag_arrays(pool, i, cs)
         B, D = nominal_budget(arr), nominal_deadline(arr)
         for m in methods:
-            a = simulate_further(arr, m, B, D, range(4), 42, i)
-            b = simulate_further(arr, m, B, D, range(4), 42, i)
+            a = simulate_method(arr, m, B, D, range(4), 42, i)
+            b = simulate_method(arr, m, B, D, range(4), 42, i)
             for f in FIELDS:
                 np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
             assert (a.total_cost <= B + 1e-12).all()
@@ -125,7 +124,7 @@ def test_episode_invariants_and_determinism(pool, mode):
 def test_token_mode_loader_uses_more_than_one_attempt(pool):
     """Token mode: every plan is feasible, counts grow until the launch rule refuses (D1)."""
     arr = dag_arrays(pool, 0, CostSetting())
-    f = simulate_further(arr, "loader_dual", nominal_budget(arr), math.inf, range(3), 42, 0)
+    f = simulate_method(arr, "loader_dual", nominal_budget(arr), math.inf, range(3), 42, 0)
     assert f.total_rollouts.max() > arr.n
 
 
@@ -152,3 +151,14 @@ def test_trace_levels_and_bad_parameters():
         FurtherPolicy("loader_duel")
     with pytest.raises(ConfigError, match="max_dual_iters.*got 0"):
         FurtherPolicy("loader_dual", {"loader": {"max_dual_iters": 0}})
+
+
+def test_harness_defaults_of_the_deadline_policies_are_the_policy_defaults():
+    """harness/variables.py writes the Chernoff defaults (it must not import numba): they must agree."""
+    from dataclasses import asdict
+
+    from harness.variables import FURTHER_DEFAULTS
+    from simulator.further.chernoff import DeadlineParams
+
+    d = asdict(DeadlineParams())
+    assert {k: d[k] for k in FURTHER_DEFAULTS} == FURTHER_DEFAULTS

@@ -58,7 +58,7 @@ def test_local_end_to_end_all_methods_suite_and_report(tmp_path):
     an = os.path.join(rd, "analysis")
     for f in ("summary.csv", "summary.parquet", "paired.csv", "paired.parquet", "best_baseline.csv",
               "best_baseline.parquet", "report.md", "plots/success_vs_budget.png",
-              "plots/heatmaps/mc_portfolio_rollout.png", "plots/mcpp_minus_best_baseline.png"):  # fmt: skip
+              "plots/heatmaps/mc_portfolio_rollout.png", "plots/mc_portfolio_rollout_minus_best_baseline.png"):  # fmt: skip
         assert os.path.exists(os.path.join(an, f)), f
     import pandas as pd
 

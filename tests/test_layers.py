@@ -71,6 +71,8 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.arrays", "costs"),
     ("simulator.nominal", "costs"),
     ("simulator.planning", "costs"),
+    ("simulator.summary", "engine"),  # streaming aggregation of trials (the CLI)
+    ("simulator.registry", "engine"),  # what a method is (MethodSpec): read by the baselines and the policies
     ("simulator.engine", "engine"),
     ("simulator.baselines", "engine"),
     ("simulator.further", "engine"),
@@ -86,7 +88,8 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.mc_portfolio_policy", "planner"),
     ("simulator.planner_api", "planner"),
     ("simulator.methods", "methods"),
-    ("simulator.registry", "methods"),
+    ("simulator.policies", "planner"),  # Python policies added through the registry (docs/adding_a_policy.md)
+    ("simulator.policies.*", "planner"),
     ("simulator.simulate", "methods"),
     ("simulator.cli", "front"),
     ("simulator.cli_args", "front"),

@@ -379,7 +379,8 @@ def test_refused_draw_rule_is_one_flag(consumed):
                 "template": {"success_prob": 0.0, "lat_mean": 1.0, "lat_std": 0.0, "cost_mean": 25.0},
                 "empirical_samples": [
                     {"latency": 1.0, "success": 0, "cost": 1.0, "token_cost": 1.0},
-                    {"latency": 1.0, "success": 0, "cost": 50.0, "token_cost": 50.0},
+                    # a success the budget can never pay (p > 0: the episode is not hopeless, retries go on)
+                    {"latency": 1.0, "success": 1, "cost": 50.0, "token_cost": 50.0},
                 ],
             },
         ]
@@ -431,6 +432,8 @@ def kernel_member_wins(arr, model, k, budget, deadline, seed, dag_key, trial, n_
     """
     cap = CaptureFirstView()
     run_policy_episode(arr, cap, budget, deadline, seed, dag_key, trial)
+    if cap.view is None:  # a node no model can complete: the episode ended stalled before any decision
+        return 0
     pol = MCPortfolioPolicy(
         {
             "model_ids": [model],
@@ -584,7 +587,7 @@ ULP_LINE = {
             "node_id": 0,
             "parents": [],
             "children": [],
-            "template": {"success_prob": 0.0, "lat_mean": 1.0, "lat_std": 0.0, "cost_mean": ULP_COST},
+            "template": {"success_prob": 1e-12, "lat_mean": 1.0, "lat_std": 0.0, "cost_mean": ULP_COST},
         }
     ]
 }

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..arrays import DagArrays
+from ..registry import HARD, PER_ATTEMPT, PYTHON_POLICY, SCORED, MethodSpec
 from ..rng import STREAM_FURTHER, make_key
 from .chernoff import MAX_TARGET, receding_targets, solve_deadline, static_counts, trace_theta
 from .inputs import LegacyInputs, legacy_inputs
@@ -37,7 +39,7 @@ from .loader import (
     loader_dual_decision,
     loader_static_plan,
 )
-from .variants import FurtherParams, FurtherVariant, variant
+from .variants import FURTHER_METHOD_SETS, VARIANTS, FurtherParams, FurtherVariant, variant
 
 
 def snapshot_of(view) -> Snapshot:
@@ -71,6 +73,7 @@ class FurtherPolicy:
     """
 
     launch_rule = "per_attempt"
+    legacy_only = True  # every launch uses the node's legacy model (the no-progress and stall checks follow it)
 
     def __init__(
         self,
@@ -232,3 +235,25 @@ def make_further_policy(method: str, params: Mapping[str, Any] | None = None, pl
     """Factory in the registry's shape: ``params`` may carry the resolved further parameters under ``further``."""
     p = dict(params or {})
     return FurtherPolicy(method, p.get("further"), planning)
+
+
+def _factory(method: str, params: Mapping[str, Any] | None, planning: DagArrays | None) -> FurtherPolicy:
+    """The registry's factory: ``params`` are the run's resolved further parameters (JSON form) or empty.
+
+    ``dag_model_ids`` (added for planners that resolve models by name) is not
+    a parameter of these policies: they launch each node's legacy model.
+    """
+    p = {k: v for k, v in (params or {}).items() if k != "dag_model_ids"}
+    return FurtherPolicy(method, p or None, planning)
+
+
+def _spec(v: FurtherVariant) -> MethodSpec:
+    sets = tuple(s for s, names in FURTHER_METHOD_SETS.items() if v.name in names)
+    return MethodSpec(
+        v.name, PYTHON_POLICY, PER_ATTEMPT, HARD if v.family == "deadline" else SCORED, baseline=True,
+        family=f"further_{v.family}", sets=sets, factory=partial(_factory, v.name), settings_key="further",
+    )  # fmt: skip
+
+
+#: the registry entries of the further baselines, faithful ones first (listed in simulator.methods)
+METHODS: tuple[MethodSpec, ...] = tuple(_spec(v) for v in VARIANTS.values())

@@ -1,0 +1,1 @@
+"""Python policies added through the method registry (each module holds a ``METHODS`` tuple)."""

@@ -1,0 +1,148 @@
+"""The method registry: entries, variants, method sets, and one driver for every Python policy."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.errors import ConfigError
+from simulator.methods import (
+    BASELINE_METHODS,
+    METHOD_ORDER,
+    METHOD_SETS,
+    REGISTRY,
+    is_baseline,
+    method_spec,
+    resolve_methods,
+)
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import load_pool
+from simulator.registry import (
+    ATOMIC,
+    COMPILED_BASELINE,
+    PER_ATTEMPT,
+    PYTHON_POLICY,
+    SCORED,
+    MethodSpec,
+    Registry,
+    split_method_list,
+)
+from simulator.simulate import simulate_baseline, simulate_method, simulate_policy
+from tests.conftest import ROOT
+
+FIELDS = ("reason", "makespan", "total_cost", "total_rollouts", "planner_calls", "node_stats", "node_cost")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool(os.path.join(ROOT, "examples", "example_pool.jsonl"))
+
+
+def test_the_papers_methods_and_sets_come_from_the_entries():
+    assert METHOD_ORDER == BASELINE_METHODS + ("mc_portfolio_rollout",)
+    assert len(METHOD_ORDER) == 13 and METHOD_SETS["all"] == METHOD_ORDER
+    assert METHOD_SETS["seq"] == tuple(m for m in BASELINE_METHODS if m.startswith("sequential"))
+    assert len(METHOD_SETS["static"]) == 5 and METHOD_SETS["mcpp"] == ("mc_portfolio_rollout",)
+    assert len(METHOD_SETS["further"]) == 8
+    for name in REGISTRY.names():
+        spec = method_spec(name)
+        assert spec.compiled == (spec.kind == COMPILED_BASELINE)
+    assert all(method_spec(m).kind == COMPILED_BASELINE for m in BASELINE_METHODS)
+    assert method_spec("mc_portfolio_rollout").launch == ATOMIC and not is_baseline("mc_portfolio_rollout")
+    assert is_baseline("loader_dual") and method_spec("loader_dual").launch == PER_ATTEMPT
+    assert method_spec("deadline_receding").deadline == "hard" and method_spec("loader_static").deadline == SCORED
+
+
+def test_resolve_methods_sets_lists_and_variants_in_registry_order():
+    assert resolve_methods("all,further") == list(METHOD_ORDER) + list(METHOD_SETS["further"])
+    got = resolve_methods("mc_portfolio_rollout[crn], sequential, mc_portfolio_rollout, uniform")
+    assert got == ["sequential", "uniform", "mc_portfolio_rollout[crn]", "mc_portfolio_rollout"]
+    assert resolve_methods("sequential,seq") == list(METHOD_SETS["seq"])
+    assert split_method_list("a,b[x=1,y=2], c") == ["a", "b[x=1,y=2]", "c"]
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("sequentail", "did you mean 'sequential'"),
+        ("mc_portfolio_rollout[crm]", "did you mean 'crn'"),
+        ("mc_portfolio_rollout[M=0]", "M must be >= 1"),
+        ("mc_portfolio_rollout[evaluation=nope]", "evaluation must be one of"),
+        ("mc_portfolio_rollout[nonsense=1]", "unknown MCPP parameter"),
+        ("mc_portfolio_rollout[crn,evaluation=halving]", "evaluation given twice"),
+        ("mc_portfolio_rollout[]", "nothing between the brackets"),
+        ("sequential[k=2]", "compiled baseline and has no parameters"),
+        ("nosuch[crn]", "unknown method(s) 'nosuch'"),
+        ("", None),
+    ],
+)
+def test_bad_names_refused_with_one_line(text, words):
+    if words is None:
+        assert resolve_methods(text) == list(METHOD_ORDER)  # empty means the default set
+        return
+    with pytest.raises(ConfigError, match=re.escape(words)) as exc:
+        resolve_methods(text)
+    assert "\n" not in str(exc.value)
+
+
+def test_an_entry_is_checked_when_made():
+    with pytest.raises(ValueError, match="launch"):
+        MethodSpec("x", PYTHON_POLICY, "sometimes", SCORED, baseline=False, factory=lambda p, q: None)
+    with pytest.raises(ValueError, match="factory"):
+        MethodSpec("x", PYTHON_POLICY, PER_ATTEMPT, SCORED, baseline=False)
+    reg = Registry()
+    spec = MethodSpec("x", PYTHON_POLICY, PER_ATTEMPT, SCORED, baseline=False, factory=lambda p, q: None)
+    reg.register(spec)
+    with pytest.raises(ValueError, match="twice"):
+        reg.register(spec)
+
+
+class _PySequential:
+    """Retry-1 written as a Python policy: must be the compiled ``sequential``, record for record."""
+
+    name = "py_sequential"
+    legacy_only = True
+
+    def reset(self, arr, seed, dag, trial):
+        self.legacy = np.asarray(arr.legacy, dtype=np.int64)
+
+    def act(self, view):
+        count = np.zeros(view.arr.n, dtype=np.int64)
+        count[view.ready] = 1
+        return self.legacy, count
+
+    def episode_diagnostics(self):
+        return {}
+
+
+def test_a_python_policy_under_the_per_attempt_launch_is_the_compiled_baseline(pool, monkeypatch):
+    """One driver for Python policies, under the baselines' launch rule, reproduces the compiled loop exactly."""
+    spec = MethodSpec("py_sequential", PYTHON_POLICY, PER_ATTEMPT, SCORED, baseline=True,
+                      factory=lambda params, planning: _PySequential())  # fmt: skip
+    monkeypatch.setitem(REGISTRY._specs, spec.name, spec)
+    for mode in ("token", "money"):
+        for i in (0, 3, 7, 11):
+            arr = dag_arrays(pool, i, CostSetting(cost_mode=mode))
+            for ratio in (0.3, 1.0):
+                B = ratio * nominal_budget(arr)
+                a = simulate_baseline(arr, "sequential", B, range(12), 42, i)
+                b = simulate_method(arr, "py_sequential", B, math.inf, range(12), 42, i)
+                for f in FIELDS:
+                    np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f"{mode} DAG {i} {f}")
+
+
+def test_a_variant_runs_with_its_parameters(pool):
+    arr = dag_arrays(pool, 2, CostSetting())
+    B, D = nominal_budget(arr), nominal_deadline(arr)
+    base = {"M": 8, "max_candidate_actions": 64}
+    a = simulate_policy(arr, "mc_portfolio_rollout[crn]", B, D, range(3), 42, 2, base)
+    b = simulate_policy(arr, "mc_portfolio_rollout", B, D, range(3), 42, 2, {**base, "evaluation": "crn"})
+    for f in FIELDS:
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    assert a.method == "mc_portfolio_rollout[crn]"
+    assert [d["mc_portfolio_params"]["evaluation"] for d in a.diagnostics] == ["crn"] * 3
