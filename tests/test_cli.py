@@ -46,7 +46,7 @@ def test_errors_are_one_readable_line(tmp_path):
     assert r.returncode == 2 and "line 2" in r.stderr and "not valid JSON" in r.stderr
     assert "Traceback" not in r.stderr
     r = run("simulate", "--pool", EXAMPLE, "--dag", "0", "--budget", "1", "--deadline", "1", "--method", "nope")
-    assert r.returncode == 2 and "unknown method 'nope'" in r.stderr
+    assert r.returncode == 2 and "unknown method(s) 'nope'" in r.stderr
     r = run("simulate", "--pool", EXAMPLE, "--dag", "0", "--budget", "1", "--deadline", "1",
             "--cost-mode", "dollars")
     assert r.returncode == 2 and "unknown cost mode" in r.stderr
