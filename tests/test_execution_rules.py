@@ -132,3 +132,46 @@ def test_modes_are_recorded_and_per_attempt_mcpp_plans_per_attempt(example):
     assert {r["execution_rules"] for r in recs} == {"per_attempt"}
     pol = MCPortfolioPolicy({"launch_rule": "per_attempt"})
     assert pol.per_attempt and not pol.prune  # the pruning bounds assume atomic costs
+
+
+class _Recording:
+    """Wrap a policy and keep every action it returns (to replay it in the reference simulator)."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.actions = inner, inner.name, []
+
+    def model_positions(self, arr):
+        return self.inner.model_positions(arr)
+
+    def reset(self, arr, seed, dag, trial):
+        self.inner.reset(arr, seed, dag, trial)
+
+    def act(self, view):
+        a = self.inner.act(view)
+        self.actions.append(None if a is None else (np.array(a[0]), np.array(a[1])))
+        return a
+
+    def episode_diagnostics(self):
+        return self.inner.episode_diagnostics()
+
+
+@pytest.mark.parametrize("launch", [PER_ATTEMPT, ATOMIC])
+def test_mcpp_episodes_under_both_launch_rules_are_the_reference_episodes(example, launch):
+    """MCPP's decisions replayed in the reference simulator give the same episode under either launch rule."""
+    for i in (2, 6):
+        arr = dag_arrays(example, i, CostSetting())
+        B, D = nominal_budget(arr), nominal_deadline(arr)
+        for trial in range(3):
+            rec = _Recording(MCPortfolioPolicy({"M": 8, "max_candidate_actions": 64, "launch_rule": launch,
+                                                "dag_model_ids": example[i].model_ids}))  # fmt: skip
+            got = run_policy_episode(arr, rec, B, D, 42, i, trial, launch=launch)
+            replay = iter(rec.actions)
+
+            def act(view, replay=replay):
+                a = next(replay)
+                return None if a is None else {v: (int(a[0][v]), int(a[1][v])) for v in view.ready}
+
+            r = ref.run_episode(arr, act, B, seed=42, dag_key=i, trial=trial, launch=launch, deadline=D,
+                                no_progress_models=[list(rec.model_positions(arr))] * arr.n)  # fmt: skip
+            assert (r.success, r.makespan, r.total_cost) == (got.success, got.makespan, got.total_cost)
+            assert list(r.node_started) == list(got.node_started)
