@@ -142,7 +142,10 @@ class MCPortfolioPolicy:
         self.dag_model_ids = raw.get("dag_model_ids")
         self.n_threads = int(raw.get("n_threads") or 0)
         self.record_decisions = bool(raw.get("record_decisions", False))
-        self.prune = bool(raw.get("prune", True))  # exact shortcuts; off only to test they are exact
+        # the launch rule the planner's simulations follow: the execution's (execution-rule modes; atomic by default)
+        self.per_attempt = raw.get("launch_rule", "atomic") == "per_attempt"
+        # exact shortcuts; off only to test they are exact, and under the per-attempt rule (they assume atomic costs)
+        self.prune = bool(raw.get("prune", True)) and not self.per_attempt
         self.planning_arr = planning_arr
         self._tables: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
@@ -309,6 +312,7 @@ class MCPortfolioPolicy:
             crn=P.evaluation in ("crn", "crn_halving") or P.time_limit_ms is not None,
             prune=self.prune,
             max_steps=int(P.max_rollout_steps),
+            per_attempt=self.per_attempt,
         )
 
         def evaluate_on(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, parallel: bool) -> np.ndarray:
