@@ -60,6 +60,14 @@ KNOWN_ISSUES: dict[tuple[str, str], str] = {
         "test input is a plotly Figure repr (needs plotly to evaluate)",
 }
 
+#: References whose result depends on chance: they pass most runs, so their failures are
+#: explained but also counted apart (``n_flaky_failed``) to keep the pass count comparable.
+FLAKY: dict[tuple[str, str], str] = {
+    ("Cryptography__crypto-attacks__attack", "attack"):
+        "returns the two prime factors in an order that depends on random.randrange "
+        "(the expected output has one order; fails about 1 run in 6)",
+}
+
 _MODULE_RE = re.compile(r"No module named '([^'.]+)")
 
 
@@ -110,7 +118,7 @@ def check(dataset: Path, limits: SandboxLimits, workers: int, progress: bool = T
         if v.success:
             continue
         group = auto_reason(v.failure_reason, v.failure_detail)
-        known = KNOWN_ISSUES.get((p.problem_id, s.name))
+        known = KNOWN_ISSUES.get((p.problem_id, s.name)) or FLAKY.get((p.problem_id, s.name))
         if known is None and group.startswith("missing_module:"):
             known = "needs a library that is not installed here"
         groups[group].append(f"{p.problem_id}/{s.name}")
@@ -129,6 +137,7 @@ def check(dataset: Path, limits: SandboxLimits, workers: int, progress: bool = T
         "n_problems": len(problems),
         "n_subproblems": len(results),
         "n_subproblems_passed": passed,
+        "n_flaky_failed": sum((f["problem_id"], f["subproblem"]) in FLAKY for f in failures),
         "n_tests": n_tests,
         "n_tests_passed": n_tests_passed,
         "n_problems_all_passed": sum(

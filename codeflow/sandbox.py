@@ -12,8 +12,18 @@ run gets a fresh ``python -I`` process with:
 * a per-test wall-clock timeout (default 5 s) enforced from outside: when a
   test overruns, the whole process group is killed, the test is recorded as
   ``timeout`` and a new process continues with the next test;
-* stdin/stdout/stderr of the user code pointed at /dev/null; verdicts come
+* stdin/stdout/stderr of the user code pointed at /dev/null; events come
   back on a private copy of stdout, one JSON line per event, each line capped.
+
+The child never sees a test's expected output and never decides a verdict:
+it reports what the function returned (a JSON value tree, its repr and str,
+each size-bounded; see ``sandbox_runner.py``). The parent checks that events
+arrive in order (``loaded``, then ``start i`` / ``result i`` for each test in
+turn, then ``done``; anything else ends the run as a protocol error charged
+to the running test) and compares the value with the expected output itself
+(``compare.py``). A program that writes forged lines to every descriptor it
+inherited, patches the runner or exits early can therefore only fail its
+tests or report a value, which is judged like any other.
 
 Isolation has two modes, chosen by :func:`detect_isolation`:
 
@@ -33,9 +43,11 @@ sockets, process creation and writes outside the working directory. Audit
 hooks are best effort (code using ctypes can get around them), which is why
 the namespace mode is preferred whenever it works.
 
-The verdict itself is computed inside the child; code written to attack the
-harness from within its own process could forge it. The sandbox protects the
-machine from the code, not the benchmark from a deliberately cheating model.
+What is not protected: the expected outputs are in the dataset file, which
+lies in the project tree and is readable from inside the sandbox (both
+modes); a model that deliberately cheats by reading it could return correct
+values without computing them. In ``process`` mode the child also runs as the
+parent's user, so it could in principle read the parent's memory.
 """
 
 from __future__ import annotations
@@ -54,6 +66,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codeflow.compare import judge
 from simulator.errors import ConfigError
 
 RUNNER_SOURCE = (Path(__file__).resolve().parent / "sandbox_runner.py").read_text(
@@ -237,11 +250,14 @@ def _signal_name(rc: int | None) -> str:
 
 
 def _run_once(job: dict, limits: SandboxLimits, isolation: str, n_remaining: int
-              ) -> tuple[list[dict], str, int | None, int | None]:
-    """Start one child for ``job``; returns (events, end, returncode, running_test).
+              ) -> tuple[list[dict], str, int | None, int | None, str]:
+    """Start one child for ``job``; returns (events, end, returncode, running_test, workdir).
 
     ``end`` is ``done``, ``eof`` (the child exited early), ``load_timeout``,
-    ``test_timeout`` or ``protocol`` (an oversized or garbled verdict line).
+    ``test_timeout`` or ``protocol`` (an oversized, garbled or out-of-order
+    event line). Only events in protocol order are returned: ``loaded`` once,
+    then ``start i`` and ``result i`` for i = start, start+1, ... and ``done``
+    after the last test.
     """
     cpu_sec = int(math.ceil(limits.load_timeout_sec + limits.test_timeout_sec * n_remaining)) + 1
     python = os.path.realpath(sys.executable)
@@ -254,11 +270,13 @@ def _run_once(job: dict, limits: SandboxLimits, isolation: str, n_remaining: int
         env["SANDBOX_TMPFS"] = " ".join(PRIVATE_TMPFS)
         env["SANDBOX_HIDE"] = " ".join(HIDDEN_DIRS)
         env["SANDBOX_EXPOSE"] = " ".join(_python_dirs_to_expose())
+        workdir = "/tmp/work"
         cmd = ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child",
                "--mount-proc", "--propagation", "private", "sh", "-c", _NAMESPACE_SCRIPT, "sandbox", *child_cmd]
     else:
         tmpdir = tempfile.mkdtemp(prefix="codeflow-sandbox-")
         cwd = tmpdir
+        workdir = os.path.realpath(tmpdir)
         env = _clean_env(tmpdir)
         cmd = child_cmd
         job = dict(job, guard=True)
@@ -285,6 +303,9 @@ def _run_once(job: dict, limits: SandboxLimits, isolation: str, n_remaining: int
             buf = b""
             deadline = time.monotonic() + limits.load_timeout_sec
             loaded = False
+            seen_loaded = False
+            next_test = int(job["start"])
+            n_tests = len(job["inputs"])
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -307,19 +328,30 @@ def _run_once(job: dict, limits: SandboxLimits, isolation: str, n_remaining: int
                     except (ValueError, KeyError, TypeError):
                         end, stop = "protocol", True
                         break
-                    events.append(ev)
-                    if kind == "loaded":
-                        loaded = bool(ev.get("ok"))
+                    index = ev.get("i") if isinstance(ev, dict) else None
+                    if kind == "loaded" and not seen_loaded:
+                        seen_loaded = True
+                        loaded = ev.get("ok") is True
+                        if not loaded:
+                            events.append(ev)
+                            end, stop = "done", True
+                            break
                         deadline = time.monotonic() + limits.test_timeout_sec
-                    elif kind == "start":
-                        running = int(ev["i"])
+                    elif (kind == "start" and loaded and running is None
+                          and index == next_test and next_test < n_tests):
+                        running = next_test
                         deadline = time.monotonic() + limits.test_timeout_sec
-                    elif kind == "result":
+                    elif kind == "result" and running is not None and index == running:
                         running = None
+                        next_test += 1
                         deadline = time.monotonic() + limits.test_timeout_sec
-                    elif kind == "done":
+                    elif kind == "done" and loaded and running is None and next_test == n_tests:
                         end, stop = "done", True
                         break
+                    else:
+                        end, stop = "protocol", True
+                        break
+                    events.append(ev)
                 if stop:
                     break
                 if len(buf) > limits.max_line_bytes:
@@ -333,7 +365,23 @@ def _run_once(job: dict, limits: SandboxLimits, isolation: str, n_remaining: int
     finally:
         if tmpdir:
             shutil.rmtree(tmpdir, ignore_errors=True)
-    return events, end, rc, running
+    return events, end, rc, running, workdir
+
+
+CHILD_FAILURES = ("runtime_error", "memory", "blocked", "bad_test")
+
+
+def _outcome(i: int, event: dict, expected: str, workdir: str, cache: dict) -> TestOutcome:
+    """The verdict of one test, decided here from what the child reported."""
+    status = event.get("status")
+    detail = event.get("detail")
+    detail = str(detail)[:1000] if detail is not None else None
+    if status == "returned":
+        verdict, why, got = judge(event, expected, workdir, cache)
+        return TestOutcome(i, verdict, why, got)
+    if status in CHILD_FAILURES:  # a failure the program reports about itself
+        return TestOutcome(i, status, detail)
+    return TestOutcome(i, "crashed", f"unknown event status {str(status)[:40]!r}")
 
 
 def run_tests(segments: list[dict], func_name: str, tests: list[dict],
@@ -349,14 +397,20 @@ def run_tests(segments: list[dict], func_name: str, tests: list[dict],
     start = 0
     processes = 0
     notes: list[str] = []
+    inputs = [t["input"] for t in tests]  # the expected outputs stay in this process
+    max_line = max(1024, int(limits.max_line_bytes) - 1024)
+    cache: dict = {}
     while True:
-        job = {"segments": segments, "func_name": func_name, "tests": tests, "start": start}
-        events, end, rc, running = _run_once(job, limits, isolation, len(tests) - start)
+        job = {"segments": segments, "func_name": func_name, "inputs": inputs, "start": start,
+               "max_line": max_line}
+        events, end, rc, running, workdir = _run_once(job, limits, isolation, len(tests) - start)
         processes += 1
         loaded = next((e for e in events if e["ev"] == "loaded"), None)
         if loaded is None or not loaded.get("ok"):
             if loaded is not None:
-                reason, detail = loaded.get("reason") or "load_error", loaded.get("detail")
+                reason = str(loaded.get("reason") or "load_error")[:40]
+                detail = loaded.get("detail")
+                detail = str(detail)[:1000] if detail is not None else None
             elif end == "load_timeout":
                 reason, detail = "load_timeout", (
                     f"loading the code took more than {limits.load_timeout_sec:g} s")
@@ -371,8 +425,7 @@ def run_tests(segments: list[dict], func_name: str, tests: list[dict],
         for e in events:
             if e["ev"] == "result":
                 i = int(e["i"])
-                outcomes[i] = TestOutcome(i, e.get("status", "crashed"), e.get("detail"),
-                                          e.get("got"))
+                outcomes[i] = _outcome(i, e, tests[i]["output"], workdir, cache)
         if end == "done":
             break
         if running is None:
@@ -386,7 +439,8 @@ def run_tests(segments: list[dict], func_name: str, tests: list[dict],
         elif rc is not None and rc < 0 and -rc == signal.SIGXCPU:
             outcomes[running] = TestOutcome(running, "timeout", "CPU time limit exceeded")
         elif end == "protocol":
-            outcomes[running] = TestOutcome(running, "crashed", "garbled or oversized verdict")
+            outcomes[running] = TestOutcome(running, "crashed",
+                                            "garbled, out-of-order or oversized event")
         else:
             outcomes[running] = TestOutcome(
                 running, "crashed", f"process died during the test ({_signal_name(rc)})")

@@ -1,24 +1,26 @@
-"""Child side of the sandbox: load untrusted code, run its tests, stream verdicts.
+"""Child side of the sandbox: load untrusted code, run its tests, report what it returned.
 
 This file is executed as the program of a fresh ``python -I -c`` process (see
 ``sandbox.py``); it must not import anything from the project. It reads one
-JSON job from standard input, points the user's stdin/stdout/stderr at
-/dev/null (so printing cannot corrupt the verdict channel, which is a
-duplicate of the original stdout), optionally installs in-process guards, runs
-the program's segments in one module and then each test from ``start``,
-emitting one JSON line per event::
+JSON job from standard input (the program's segments, the function name and
+the tests' *inputs* only: the expected outputs never enter this process),
+points the user's stdin/stdout/stderr at /dev/null (so printing cannot
+corrupt the event channel, which is a duplicate of the original stdout),
+optionally installs in-process guards, runs the program's segments in one
+module and then each test from ``start``, emitting one JSON line per event::
 
     {"ev": "loaded", "ok": true}
     {"ev": "loaded", "ok": false, "reason": "syntax_error", "detail": "..."}
     {"ev": "start", "i": 3}
-    {"ev": "result", "i": 3, "status": "pass|wrong_answer|runtime_error|memory|blocked|bad_test",
-     "detail": "...", "got": "<repr, truncated>"}
+    {"ev": "result", "i": 3, "status": "returned", "value": [...tagged tree...],
+     "repr": "...", "str": "..."}                      # str only when it differs from repr
+    {"ev": "result", "i": 3, "status": "runtime_error|memory|blocked|bad_test", "detail": "..."}
     {"ev": "done"}
 
-A test passes when the return value's repr equals the expected string, or
-(when the expected string is a Python expression) when the value equals the
-evaluated expectation with a float tolerance, or (when it is not an
-expression, e.g. a rendered table) when ``str(value)`` equals it.
+There is no verdict here: the parent compares the returned value with the
+expected output (``codeflow/compare.py``). Code running in this process can
+rewrite anything in it, so nothing it says is trusted beyond "this is what
+the program produced".
 """
 
 import errno
@@ -33,8 +35,6 @@ import types
 MAX_TEXT = 600
 BLOCKED_ERRNOS = {errno.ENETUNREACH, errno.EROFS, errno.EACCES, errno.EPERM, errno.EAFNOSUPPORT,
                   errno.EHOSTUNREACH}
-REL_TOL = 1e-9
-ABS_TOL = 1e-12
 
 
 class SandboxViolation(PermissionError):
@@ -171,90 +171,157 @@ def _repr_namespace(texts):
     return ns
 
 
-def _is_bool(x):
-    return type(x).__name__ in ("bool", "bool_")
+class _TooBig(Exception):
+    """The return value is too large or too deeply nested to describe."""
 
 
-def _equal(a, b, depth=0):
-    """Python equality, except floats compare with a tolerance and bools only to bools."""
-    if depth > 200:
-        return False
-    if _is_bool(a) or _is_bool(b):
-        return _is_bool(a) and _is_bool(b) and bool(a) == bool(b)
+def _type_name(x):
+    t = type(x)
+    return f"{getattr(t, '__module__', '?')}.{getattr(t, '__qualname__', t.__name__)}"
+
+
+def _encode(x, budget, depth=0):
+    """Describe a value as a JSON tree of tagged nodes (see ``codeflow/compare.py``).
+
+    Only data leaves the sandbox: numbers as hex text, strings, containers,
+    a few standard types by their canonical text, anything else as
+    ``["opaque", type, repr]`` (never equal to an expected value). The
+    parent decides what the value means and whether it is right."""
+    import base64
+    import collections
+    import datetime
+    import decimal
+    import fractions
+    import ipaddress
     import numbers
+    import pathlib
+    import uuid
 
-    if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
-        try:
-            if isinstance(a, numbers.Integral) and isinstance(b, numbers.Integral):
-                return int(a) == int(b)
-            ca, cb = complex(a), complex(b)
-            if any(math.isnan(v) for v in (ca.real, ca.imag, cb.real, cb.imag)):
-                return all(math.isnan(x) == math.isnan(y)
-                           for x, y in ((ca.real, cb.real), (ca.imag, cb.imag)))
-            return math.isclose(ca.real, cb.real, rel_tol=REL_TOL, abs_tol=ABS_TOL) and \
-                math.isclose(ca.imag, cb.imag, rel_tol=REL_TOL, abs_tol=ABS_TOL)
-        except BaseException:
-            return False
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        if isinstance(a, list) != isinstance(b, list) or len(a) != len(b):
-            return False
-        return all(_equal(x, y, depth + 1) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        if set(a.keys()) != set(b.keys()):
-            return False
-        return all(_equal(a[k], b[k], depth + 1) for k in a)
-    if type(a).__name__ == "ndarray" or type(b).__name__ == "ndarray":
-        try:
-            import numpy as np
-
-            a2, b2 = np.asarray(a), np.asarray(b)
-            if a2.shape != b2.shape:
-                return False
-            if a2.dtype.kind in "fc" or b2.dtype.kind in "fc":
-                return bool(np.allclose(a2, b2, rtol=REL_TOL, atol=ABS_TOL, equal_nan=True))
-            return bool(np.array_equal(a2, b2))
-        except BaseException:
-            return False
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 200:
+        raise _TooBig()
+    sub = lambda v: _encode(v, budget, depth + 1)  # noqa: E731
+    if x is None:
+        return ["none"]
+    if type(x).__name__ in ("bool", "bool_"):
+        return ["bool", bool(x)]
+    if isinstance(x, numbers.Integral):
+        return ["int", hex(int(x))]
+    if isinstance(x, fractions.Fraction):
+        return ["fraction", hex(x.numerator), hex(x.denominator)]
+    if isinstance(x, decimal.Decimal):
+        return ["decimal", str(x)]
+    if isinstance(x, numbers.Real):
+        return ["float", float(x).hex()]
+    if isinstance(x, numbers.Complex):
+        c = complex(x)
+        return ["complex", c.real.hex(), c.imag.hex()]
+    if isinstance(x, str):
+        return ["str", str.__str__(x)]
+    if isinstance(x, (bytes, bytearray)):
+        budget[0] -= len(x) // 64
+        return ["bytearray" if isinstance(x, bytearray) else "bytes",
+                base64.b64encode(bytes(x)).decode("ascii")]
+    if isinstance(x, list):
+        return ["list", [sub(v) for v in x]]
+    if isinstance(x, tuple):
+        fields = getattr(type(x), "_fields", None)
+        if isinstance(fields, tuple) and all(isinstance(f, str) for f in fields):
+            return ["tuple", [sub(v) for v in x], type(x).__name__, list(fields)]
+        return ["tuple", [sub(v) for v in x]]
+    if isinstance(x, dict):
+        return ["dict", [[sub(k), sub(v)] for k, v in x.items()]]
+    if isinstance(x, (set, frozenset)):
+        return ["frozenset" if isinstance(x, frozenset) else "set", [sub(v) for v in x]]
+    if isinstance(x, collections.deque):
+        return ["deque", [sub(v) for v in x]]
+    if isinstance(x, datetime.datetime):
+        return ["datetime", x.isoformat()]
+    if isinstance(x, datetime.date):
+        return ["date", x.isoformat()]
+    if isinstance(x, datetime.time):
+        return ["time", x.isoformat()]
+    if isinstance(x, datetime.timedelta):
+        return ["timedelta", hex(x.days), hex(x.seconds), hex(x.microseconds)]
+    if isinstance(x, pathlib.PurePath):
+        return ["path", type(x).__name__, str(x)]
+    if isinstance(x, uuid.UUID):
+        return ["uuid", str(x)]
+    if isinstance(x, (ipaddress._BaseAddress, ipaddress._BaseNetwork)):
+        return ["ip", type(x).__name__, str(x)]
+    if type(x).__name__ == "ndarray" and type(x).__module__ == "numpy":
+        if x.dtype.kind in "biufcUSO" and x.dtype.names is None:
+            budget[0] -= int(x.size)
+            if budget[0] < 0:
+                raise _TooBig()
+            flat = x.ravel().tolist()
+            return ["ndarray", x.dtype.str, list(x.shape), [sub(v) for v in flat]]
     try:
-        res = a == b
-        if isinstance(res, bool):
-            return res
-        return bool(res)
-    except BaseException:
-        return False
-
-
-def _matches(result, expected, env, workdir):
-    try:
-        got = repr(result)
+        text = repr(x)
     except BaseException as exc:
-        got = None
-        got_note = _describe(exc)
-    else:
-        got_note = got
-    if got is not None:
-        if "<LOCAL_TEST_FILES>" in expected:
-            # The dataset anonymised its test-file directory (``<cwd>/files``).
-            got = got.replace(os.path.join(workdir, "files"), "<LOCAL_TEST_FILES>")
-            got_note = got
-        if got == expected:
-            return True, got_note
+        text = "<repr failed: " + _describe(exc) + ">"
+    return ["opaque", _type_name(x), _short(text)]
+
+
+MAX_REPR = 64 * 1024
+
+
+def _describe_result(result):
+    """The ``returned`` event of one test: value tree, repr, str (each bounded)."""
+    ev = {}
     try:
-        expected_obj = eval(expected, env)  # noqa: S307 - dataset text, inside the sandbox
+        text = repr(result)
+        if not isinstance(text, str):
+            raise TypeError("__repr__ returned a non-string")
+    except BaseException as exc:
+        ev["repr_error"] = _describe(exc)
+    else:
+        ev["repr"] = text[:MAX_REPR]
+        if len(text) > MAX_REPR:
+            ev["repr_truncated"] = True
+    try:
+        s = str(result)
+        if not isinstance(s, str):
+            raise TypeError("__str__ returned a non-string")
     except BaseException:
-        try:
-            return str(result) == expected, got_note
-        except BaseException:
-            return False, got_note
-    return _equal(result, expected_obj), got_note
+        s = None
+    if s is not None and s != ev.get("repr"):
+        ev["str"] = s[:MAX_REPR]
+        if len(s) > MAX_REPR:
+            ev["str_truncated"] = True
+    try:
+        ev["value"] = _encode(result, [200_000])
+    except _TooBig:
+        ev["value"] = ["opaque", _type_name(result), "<value too large to describe>"]
+    except BaseException as exc:
+        ev["value"] = ["opaque", _type_name(result), "<cannot describe: " + _describe(exc) + ">"]
+    return ev
+
+
+def _fit(line_obj, max_line):
+    """Drop detail from a too-long event until its line fits the channel's limit."""
+    line = json.dumps(line_obj, ensure_ascii=True)
+    for key in ("str", "value", "repr"):
+        if len(line) < max_line:
+            break
+        if key in line_obj:
+            if key == "value":
+                line_obj["value"] = ["opaque", "?", "<value too large to describe>"]
+            else:
+                line_obj[key] = line_obj[key][:600]
+                line_obj[key + "_truncated"] = True
+        line = json.dumps(line_obj, ensure_ascii=True)
+    return line
 
 
 def main():
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
 
+    max_line = int(job.get("max_line", 200 * 1024))
+
     def emit(obj):
-        channel.write(json.dumps(obj, ensure_ascii=True) + "\n")
+        channel.write(_fit(obj, max_line) + "\n")
         channel.flush()
 
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -265,9 +332,8 @@ def main():
     except (AttributeError, ValueError):
         pass
     workdir = os.getcwd()
-    tests = job["tests"]
-    texts = [t["input"] for t in tests] + [t["output"] for t in tests]
-    repr_ns = _repr_namespace(texts)
+    inputs = job["inputs"]
+    repr_ns = _repr_namespace(inputs)
     if job.get("guard"):
         _install_guards(workdir)
 
@@ -306,13 +372,12 @@ def main():
         return
     emit({"ev": "loaded", "ok": True})
 
-    for i in range(int(job.get("start", 0)), len(tests)):
+    for i in range(int(job.get("start", 0)), len(inputs)):
         emit({"ev": "start", "i": i})
-        test = tests[i]
         env = dict(module.__dict__)
         env.update(repr_ns)
         try:
-            call = eval(test["input"], env)  # noqa: S307
+            call = eval(inputs[i], env)  # noqa: S307
             args, kwargs = call
             args, kwargs = tuple(args), dict(kwargs)
         except BaseException as exc:
@@ -324,13 +389,9 @@ def main():
         except BaseException as exc:
             emit({"ev": "result", "i": i, "status": _classify(exc), "detail": _describe(exc)})
             continue
-        try:
-            ok, got = _matches(result, test["output"], env, workdir)
-        except BaseException as exc:
-            ok, got = False, "comparison failed: " + _describe(exc)
-        emit({"ev": "result", "i": i, "status": "pass" if ok else "wrong_answer",
-              "detail": None if ok else "expected " + _short(test["output"], 200),
-              "got": _short(got)})
+        ev = {"ev": "result", "i": i, "status": "returned"}
+        ev.update(_describe_result(result))
+        emit(ev)
     emit({"ev": "done"})
 
 

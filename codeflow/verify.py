@@ -5,7 +5,8 @@ imports of the problem's source module (see ``Problem.module_imports``), the
 code of every transitive dependency of ``s`` in dependency order (reference
 code or the attempts chosen as context), then the attempt itself. Each test
 calls ``s.name(*args, **kwargs)`` and compares the result with the expected
-repr (see ``sandbox_runner.py`` for the exact rule).
+repr (see ``compare.py`` for the exact rule; the comparison runs in this
+process, never in the sandbox).
 """
 
 from __future__ import annotations

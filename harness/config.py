@@ -63,6 +63,7 @@ class RunConfig:
     mcpp: dict[str, Any]
     planning: dict[str, Any]
     dags_per_shard: int
+    execution_rules: str = "published"
     further: dict[str, Any] = field(default_factory=dict)  # resolved LOADER / Chernoff parameters, {} if unused
     python: str = field(default_factory=lambda: sys.executable or "python3")
     env_resolved: dict[str, str] = field(default_factory=dict)
@@ -93,6 +94,7 @@ class RunConfig:
             "seed": self.seed,
             "mcpp": dict(self.mcpp),
             "planning": dict(self.planning),
+            "execution_rules": self.execution_rules,
             **({"further": dict(self.further)} if self.further else {}),  # absent when unused: old runs keep their fingerprint
         }
 
@@ -244,6 +246,7 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         mcpp=mcpp,
         planning=planning,
         further=further,
+        execution_rules=v["EXECUTION_RULES"],
         dags_per_shard=dags_per_shard,
         python=v["PYTHON"],
     )

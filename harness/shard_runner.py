@@ -178,6 +178,7 @@ def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
             ),
             mcpp=dict(spec.mcpp),
             further=dict(spec.further),
+            execution_rules=spec.execution_rules,
             planning=dict(spec.planning) if uses_planning(spec.methods) else {},
         )
         for pos, d in enumerate(todo):

@@ -90,6 +90,7 @@ class ShardSpec:
     mcpp: dict[str, Any] = field(default_factory=dict)
     planning: dict[str, Any] = field(default_factory=dict)
     further: dict[str, Any] = field(default_factory=dict)
+    execution_rules: str = "published"
     progress_file: str | None = None
 
     @property
@@ -154,6 +155,8 @@ class ShardSpec:
             argv += ["--mcpp-params", json.dumps(self.mcpp, sort_keys=True, separators=(",", ":"))]
         if self.planning:
             argv += ["--planning", json.dumps(self.planning, sort_keys=True, separators=(",", ":"))]
+        if self.execution_rules != "published":
+            argv += ["--execution-rules", self.execution_rules]
         if self.further:
             argv += ["--further-params", json.dumps(self.further, sort_keys=True, separators=(",", ":"))]
         if self.progress_file:
@@ -199,6 +202,7 @@ def add_shard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mcpp-params", default=None, help="JSON of the resolved MCPP parameters")
     p.add_argument("--planning", default=None, help="JSON of RunSettings.planning (robustness)")
     p.add_argument("--further-params", default=None, help="JSON of the resolved LOADER / Chernoff parameters")
+    p.add_argument("--execution-rules", default="published", choices=("published", "atomic", "per_attempt"))
     p.add_argument("--progress-file", default=None, help="JSON progress for the orchestrator (not a result)")
 
 
@@ -232,6 +236,7 @@ def spec_from_args(a: argparse.Namespace) -> ShardSpec:
         mcpp=_json_arg(a.mcpp_params, "--mcpp-params") or {},
         planning=_json_arg(a.planning, "--planning") or {},
         further=_json_arg(a.further_params, "--further-params") or {},
+        execution_rules=a.execution_rules,
         progress_file=a.progress_file,
     )
 
@@ -333,6 +338,7 @@ def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
                     mcpp=dict(cfg.mcpp),
                     planning=dict(cfg.planning),
                     further=dict(cfg.further),
+                    execution_rules=cfg.execution_rules,
                     progress_file=os.path.join(state_dir, f"s{n:05d}.progress"),
                 )
             )

@@ -117,6 +117,11 @@ def submit(rd: RunDir, v: Mapping[str, Any], out=print) -> str | None:
     rec = {"job_id": job_id, "time": time.time(), "mode": mode, "array": array, "shards": pending, "cmd": cmd}
     with open(os.path.join(rd.slurm, "submissions.jsonl"), "a", encoding="utf-8") as fh:
         fh.write(json.dumps(rec) + "\n")
+    from .worker import record_parallelism
+
+    cpus = int(v["SLURM_CPUS_PER_TASK"])  # one worker per task, as many numba threads as the task's CPUs
+    record_parallelism(rd, {"action": "slurm", "cpus_per_task": cpus, "workers_per_task": 1,
+                            "numba_threads_per_worker": cpus})  # fmt: skip
     out(f"submitted SLURM job array {job_id} ({mode} mode, array {array}); logs: {log_dir}/")
     out("follow it with: bash run_experiment.sh status   (then merge + analyze when all shards are done)")
     return job_id

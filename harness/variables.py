@@ -377,6 +377,9 @@ VARIABLES: tuple[Var, ...] = (
     Var("METHOD_SET", "all", Lazy("simulator.methods:resolve_methods", "a method set (`all`, `seq`, `static`, "
         "`mcpp`, `baselines`, `further`, ...) or a comma list of methods and sets; a variant is `NAME[key=value,...]` "
         "(`python -m simulator methods` lists them)"), "the methods to run", "run"),
+    Var("EXECUTION_RULES", "published", Choice(("published", "atomic", "per_attempt")), "execution-rule mode: "
+        "`published` (each method its own launch rule), `atomic` (every method atomic, hard deadline), `per_attempt` "
+        "(every method per attempt; MCPP plans under it too); recorded with every record", "run"),
     Var("BASELINE_SUITE", "", Text(), "models to re-run the baselines with (comma list, or `all` = every model "
         "of the pool)", "run"),
     *_mcpp_vars(),

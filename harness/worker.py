@@ -30,6 +30,38 @@ class WorkerOptions:
     threads_per_shard: int | None = None  # NUMBA_NUM_THREADS of the shard process
 
 
+def threads_per_worker(cores: int, workers: int) -> int:
+    """NUMBA_NUM_THREADS of each of ``workers`` shard processes sharing ``cores``: never more threads than cores.
+
+    Why: every shard process starts numba's thread pool; ``workers`` processes
+    of ``cores`` threads each would oversubscribe the machine (a parallel
+    region then waits for threads the OS has not scheduled).
+    """
+    return max(1, int(cores) // max(1, int(workers)))
+
+
+def default_threads(environ: dict | None = None) -> int:
+    """Threads of a lone worker (``auto``, ``shard``, ``task``): ``NUMBA_NUM_THREADS`` if set, else the cores
+    this process may use (its CPU affinity: what SLURM or ``taskset`` granted, not every core of the node)."""
+    from .variables import cores
+
+    env = os.environ if environ is None else environ
+    text = (env.get("NUMBA_NUM_THREADS") or "").strip()
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    return cores()
+
+
+def record_parallelism(rd: RunDir, info: dict) -> None:
+    """Write how the run's workers share the cores into ``run.json`` (key ``parallelism``; results never change)."""
+    from simulator.io_utils import atomic_write_json
+
+    run = dict(rd.run)
+    run["parallelism"] = {**info, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    atomic_write_json(rd.run_json, run)
+    rd.__dict__.pop("run", None)
+
+
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child
     """Kill the shard process if the worker that started it dies (Linux)."""
     try:
@@ -98,8 +130,8 @@ class ShardRunner:
         log_path = os.path.join(self.rd.logs, f"{sid}.log")
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
-        if self.opts.threads_per_shard:
-            env["NUMBA_NUM_THREADS"] = str(self.opts.threads_per_shard)
+        threads = self.opts.threads_per_shard or default_threads(env)
+        env["NUMBA_NUM_THREADS"] = str(threads)  # always set: numba's own default is every core of the node
         t0 = time.time()
         with open(log_path, "ab") as logf:
             logf.write(
@@ -120,7 +152,8 @@ class ShardRunner:
         checks = verify_shard(spec, self.rd.outputs)
         bad = {d: c.problem for d, c in checks.items() if not c.ok}
         if rc == 0 and not bad:
-            st.mark_done(sid, {"worker": self.worker, "attempt": attempt, "units": total, "wall_s": time.time() - t0})
+            st.mark_done(sid, {"worker": self.worker, "attempt": attempt, "units": total, "wall_s": time.time() - t0,
+                               "numba_threads": threads})  # fmt: skip
             if foreground:
                 st.clear_failed(sid)
             return "done"
@@ -247,8 +280,14 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
     from .variables import cores
 
     n_workers = max(1, n_workers)
+    n_cores = cores()
     if opts.threads_per_shard is None:
-        opts.threads_per_shard = max(1, cores() // n_workers)
+        opts.threads_per_shard = threads_per_worker(n_cores, n_workers)
+    record_parallelism(rd, {"action": "local", "cores": n_cores, "workers": n_workers,
+                            "numba_threads_per_worker": opts.threads_per_shard})  # fmt: skip
+    if n_workers * opts.threads_per_shard > n_cores:
+        print(f"local: {n_workers} workers on {n_cores} core(s): the machine is oversubscribed "
+              f"(N_WORKERS=all uses one worker per core)", file=sys.stderr)  # fmt: skip
     stop = threading.Event()
     counts: dict[str, int] = {}
     lock = threading.Lock()

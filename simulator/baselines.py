@@ -238,6 +238,53 @@ def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, ou
         _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
 
 
+class AtomicBaseline:
+    """A compiled baseline's decisions as a Python policy, for the ``atomic`` execution-rule mode.
+
+    Sequential-k: k attempts of the legacy model on every ready node at every
+    decision, launched atomically (Seq-(legacy, k), MCPP's portfolio member
+    when every node's legacy model is m). Static dispatch-once: at a node's
+    first readiness its r_v attempts (the same shares and counts as the
+    compiled rule, computed from the budget at the first decision), launched
+    atomically with the other ready nodes; the atomic rule then replaces the
+    per-node cap (any over-budget draw ends the episode), and a node whose
+    one batch failed gets no attempt, which under the atomic rule ends the
+    episode ``stalled`` (dispatch-once never retries). See docs/semantics.md.
+    """
+
+    legacy_only = True
+
+    def __init__(self, name: str, rule) -> None:
+        self.name = name
+        self._rule_of = rule
+
+    def reset(self, arr: DagArrays, seed: int, dag: int, trial: int) -> None:
+        self._arr, self._seed, self._dag, self._trial = arr, int(seed), int(dag), int(trial)
+        self._rule = self._rule_of(arr)
+        self._legacy = np.asarray(arr.legacy, dtype=np.int64)
+        self._count: np.ndarray | None = None
+        self._dispatched = np.zeros(arr.n, dtype=np.bool_)
+
+    def act(self, view):
+        n = view.arr.n
+        count = np.zeros(n, dtype=np.int64)
+        ready = np.asarray(view.ready, dtype=np.int64)
+        if self._rule.seq_k > 0:
+            count[ready] = self._rule.seq_k
+            return self._legacy, count
+        if self._count is None:  # the shares of the budget at the start (the first decision)
+            cap, self._count = np.full(n, np.inf), np.zeros(n, dtype=np.int64)
+            _static_plan(self._arr, self._rule.weights, self._rule.random_shares, float(view.budget_left),
+                         self._seed, self._dag, self._trial, cap, self._count)  # fmt: skip
+        fresh = ready[~self._dispatched[ready]]
+        count[fresh] = self._count[fresh]
+        self._dispatched[fresh] = True
+        return self._legacy, count
+
+    def episode_diagnostics(self) -> dict:
+        return {}
+
+
 def _spec(name: str, rule, family: str, label: str = "") -> MethodSpec:
     sets = ("all", "baselines", "baseline_only", "seq" if family == "sequential" else "static")
     return MethodSpec(

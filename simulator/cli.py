@@ -33,8 +33,11 @@ from .errors import cli_entry
 from .io_utils import dumps_strict
 from .mcpp_params import add_mcpp_arguments, mcpp_params_from_args
 from .methods import METHOD_ORDER, METHOD_SETS, method_spec
-from .planner_cli import plan_main, predict_main
 from .pool import load_pool
+from .registry import execution_of
+
+#: below this many trials `simulate` runs a baseline on one thread (see run_chunk)
+PARALLEL_MIN_TRIALS = 2000
 
 
 def cmd_validate(argv: Sequence[str]) -> int:
@@ -83,9 +86,13 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     )  # fmt: skip
     ap.add_argument("--trials", default="1000", help="episodes (an integer >= 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--execution-rules", default="published", choices=("published", "atomic", "per_attempt"),
+                    help="execution-rule mode (docs/semantics.md): each method its own launch rule, or all atomic, "
+                    "or all per attempt")  # fmt: skip
     add_mcpp_arguments(ap)
     args = check_common_args(ap.parse_args(argv))
     spec = method_spec(args.method, "--method")
+    ex = execution_of(spec, args.execution_rules)
     pool, i = load_pool_and_dag(args)
     params: dict = {}
     if spec.settings_key == "mcpp":
@@ -103,9 +110,13 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     from .summary import summarize_trials
 
     dag_key = pool[i].index
-    if spec.compiled:
+    if ex.compiled:
+        # threads only for many trials: compiling the parallel runner costs more on a cold cache than it saves
+        # on a few trials (results are keyed, so the same either way)
+        parallel = args.trials >= PARALLEL_MIN_TRIALS
+
         def run_chunk(trials):
-            return simulate_baseline(arr, args.method, budget, trials, args.seed, dag_key, parallel=True)
+            return simulate_baseline(arr, args.method, budget, trials, args.seed, dag_key, parallel=parallel)
 
         summary = summarize_trials(run_chunk, args.trials, deadline)
     else:
@@ -114,7 +125,8 @@ def cmd_simulate(argv: Sequence[str]) -> int:
         with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
             def run_chunk(trials):
                 return simulate_method(arr, args.method, budget, deadline, trials, args.seed, dag_key, params,
-                                       model_names=pool[i].model_ids, progress=bar.update)
+                                       model_names=pool[i].model_ids, progress=bar.update,
+                                       execution_rules=args.execution_rules)
 
             summary = summarize_trials(run_chunk, args.trials, deadline)
     stats = summary.result()
@@ -128,6 +140,7 @@ def cmd_simulate(argv: Sequence[str]) -> int:
         "deadline": deadline,
         "cost_mode": setting.cost_mode,
         "seed": args.seed,
+        "execution_rules": args.execution_rules,
         **stats,
     }
     if args.json:
@@ -140,6 +153,18 @@ def cmd_simulate(argv: Sequence[str]) -> int:
         print(f"  mean cost: {result['mean_cost']:.6g}   mean makespan: {result['mean_makespan']:.4g} s")
         print(f"  termination: {result['termination']}")
     return 0
+
+
+def cmd_plan(argv: Sequence[str]) -> int:
+    from .planner_cli import plan_main  # lazy: a baseline run never imports the MCPP planner
+
+    return plan_main(argv)
+
+
+def cmd_predict(argv: Sequence[str]) -> int:
+    from .planner_cli import predict_main
+
+    return predict_main(argv)
 
 
 def cmd_methods(argv: Sequence[str]) -> int:
@@ -166,7 +191,8 @@ def cmd_methods(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"methods": cmd_methods, "validate": cmd_validate, "simulate": cmd_simulate, "plan": plan_main, "predict": predict_main}
+COMMANDS = {"methods": cmd_methods, "validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan,
+            "predict": cmd_predict}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

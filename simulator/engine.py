@@ -265,7 +265,10 @@ def _launch_per_attempt(
     Nodes are served in decreasing requested count, ties to the higher node
     id. Each attempt is drawn, then refused (nothing charged, the node's
     remaining attempts skipped) if it exceeds the remaining budget or the
-    node's cap ``cap[v]`` on its cumulative cost. Requests must be on ready
+    node's cap ``cap[v]`` on its cumulative cost. A refused draw is consumed
+    (its attempt number is used up), as in the published code, whose every
+    launch attempt draws from the random stream: the node's next attempt,
+    at a later decision, is a fresh draw. Requests must be on ready
     nodes only (the caller checks).
     """
     c = 0
@@ -291,6 +294,7 @@ def _launch_per_attempt(
         for _ in range(req_count[v]):
             lat, succ, charge = _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, fold(base, attempt_no[v * m + j]))
             if charge > scal[BUDGET_LEFT] or nf[NODE_COST, v] + charge > cap[v]:
+                attempt_no[v * m + j] += 1  # the refused draw is consumed: the next attempt is a fresh draw
                 break
             if ni[INFLIGHT, v] == 0:
                 _start_batch(scal, ni, nf, v, j)

@@ -163,13 +163,14 @@ class _InflightAttempts:
         req_model = np.ascontiguousarray(action[0], dtype=np.int64).copy()
         req_count = np.ascontiguousarray(action[1], dtype=np.int64).copy()
         before = st.attempt_no.copy()
+        started = st.num_started.copy()
         launch_per_attempt(arr, st, req_model, req_count, cap, order_buf)
         for v in ready:
             j = int(req_model[v])
             if j < 0:
                 continue
             a0 = int(before[v * m + j])
-            k = int(st.attempt_no[v * m + j]) - a0
+            k = int(st.num_started[v] - started[v])  # launched attempts (a refused draw used a number too)
             if k <= 0:
                 continue
             base = np.uint64(node_model_key(st.key[0], v, j))

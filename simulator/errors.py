@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import sys
 from collections.abc import Callable
 
@@ -53,6 +54,7 @@ class ConfigError(UserError):
 
 EXIT_USER_ERROR = 2
 EXIT_RESOURCE = 3
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process ended by SIGPIPE
 
 #: errno values meaning "the machine ran out of something" (disk, quota, file size, file handles, memory):
 #: not a bug and not bad input, so one line naming the file rather than a traceback.
@@ -75,20 +77,38 @@ def describe_resource_error(exc: BaseException) -> str:
     return f"{exc.filename}: {what}" if getattr(exc, "filename", None) else what
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the flush at interpreter exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured in tests)
+        pass
+
+
 def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
     """Decorate a command's ``main``: a :class:`UserError` becomes one line on stderr, exit 2.
 
     Every entry point of the project uses it, so users always get
     ``error: <file, line, problem, node>: <what>`` and never a traceback for
     bad input; resource exhaustion (disk full, quota, out of memory) is one
-    line naming the file, exit 3; Ctrl-C exits 130 with one line. Other
-    exceptions are bugs and keep their traceback.
+    line naming the file, exit 3; Ctrl-C exits 130 with one line; a reader
+    that closes the pipe early (``... | head -1``) ends the command quietly
+    with exit 141, as a tool killed by SIGPIPE would. Other exceptions are
+    bugs and keep their traceback.
     """
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs) -> int:
         try:
             rc = main(*args, **kwargs)
+            # Piped output is block-buffered: flush here so a closed pipe is seen now,
+            # not as an "Exception ignored" message during interpreter shutdown.
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+            return EXIT_BROKEN_PIPE
         except UserError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USER_ERROR

@@ -30,7 +30,7 @@ import numpy as np
 from .arrays import DagArrays
 from .episode import DecisionView
 from .errors import ConfigError
-from .mcpp_anytime import MemberTables, Rates, pair_scores, race, surely_failing
+from .mcpp_anytime import MemberTables, Rates, evaluate_auto, pair_scores, race, surely_failing
 from .mcpp_candidates import actions_to_arrays, candidates_key, generate_candidates
 from .mcpp_kernel import DecisionState, plan_bounds, run_pairs, run_pairs_serial
 from .mcpp_params import (
@@ -142,7 +142,10 @@ class MCPortfolioPolicy:
         self.dag_model_ids = raw.get("dag_model_ids")
         self.n_threads = int(raw.get("n_threads") or 0)
         self.record_decisions = bool(raw.get("record_decisions", False))
-        self.prune = bool(raw.get("prune", True))  # exact shortcuts; off only to test they are exact
+        # the launch rule the planner's simulations follow: the execution's (execution-rule modes; atomic by default)
+        self.per_attempt = raw.get("launch_rule", "atomic") == "per_attempt"
+        # exact shortcuts; off only to test they are exact, and under the per-attempt rule (they assume atomic costs)
+        self.prune = bool(raw.get("prune", True)) and not self.per_attempt
         self.planning_arr = planning_arr
         self._tables: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
@@ -206,6 +209,7 @@ class MCPortfolioPolicy:
             if not self._loaded:  # load the compiled helpers of a decision (the kernels: at the first decision)
                 candidates_key(seed, dag, trial, 0)
                 make_key(seed, dag, trial, STREAM_PLANNER, 0, 0, 0)
+                numba.get_num_threads()  # the first call starts numba's thread pool
         self._decisions = []
 
     def act(self, view: DecisionView) -> tuple[np.ndarray, np.ndarray] | None:
@@ -308,23 +312,32 @@ class MCPortfolioPolicy:
             crn=P.evaluation in ("crn", "crn_halving") or P.time_limit_ms is not None,
             prune=self.prune,
             max_steps=int(P.max_rollout_steps),
+            per_attempt=self.per_attempt,
         )
 
-        def evaluate(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int) -> np.ndarray:
+        def evaluate_on(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, parallel: bool) -> np.ndarray:
             out = np.zeros(len(pc), dtype=np.int64)
-            fn = run_pairs if (len(pc) > 1 and numba.get_num_threads() > 1) else run_pairs_serial
-            fn(parr, tb.bounds, dec, pc, pm, s_lo, s_hi, out)
+            (run_pairs if parallel and len(pc) > 1 else run_pairs_serial)(parr, tb.bounds, dec, pc, pm, s_lo, s_hi, out)
             return out
 
         if self.n_threads > 0:
             numba.set_num_threads(min(self.n_threads, numba.config.NUMBA_NUM_THREADS))
+        threads = numba.get_num_threads()
+        if self._rates is None or self._rates.threads != threads:
+            self._rates = Rates(threads)
+
+        def evaluate(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int) -> np.ndarray:
+            if threads <= 1:
+                return evaluate_on(pc, pm, s_lo, s_hi, False)
+            # chunks on the faster kernel (same results: every simulation has its own key)
+            return evaluate_auto(evaluate_on, pc, pm, s_lo, s_hi, self._rates)
         pair_c = np.repeat(np.arange(C, dtype=np.int64), Pm)
         pair_m = np.tile(np.arange(Pm, dtype=np.int64), C)
         anytime = None
         best_n = P.M
         if P.time_limit_ms is not None:
             # the race aims 3% early: the choice and the return take a little time too
-            res, load_ms = self._anytime(dec, members, pair_c, pair_m, t0 + 0.97 * P.time_limit_ms / 1000.0)
+            res, load_ms = self._anytime(evaluate_on, dec, members, pair_c, pair_m, t0 + 0.97 * P.time_limit_ms / 1000.0)
             best_i, best_wins, n_sims, best_n = res.pair, res.wins, res.simulations, max(res.n, 1)
             n_pairs_eval = C * Pm
             anytime = {**res.record(), "load_ms": load_ms}  # load_ms: first-call loading, outside the limit
@@ -362,7 +375,7 @@ class MCPortfolioPolicy:
             anytime=anytime,
         )
 
-    def _anytime(self, dec: DecisionState, members, pair_c, pair_m, deadline: float):
+    def _anytime(self, evaluate_on, dec: DecisionState, members, pair_c, pair_m, deadline: float):
         """The anytime evaluation (:mod:`simulator.mcpp_anytime`): exact pruning, ranking, racing."""
         tb = self._tables
         P = self.params
@@ -372,16 +385,7 @@ class MCPortfolioPolicy:
         open_pairs = np.flatnonzero(~fails.ravel())
         order = open_pairs[np.argsort(-scores[open_pairs], kind="stable")]
         t_load = time.perf_counter()
-        threads = numba.get_num_threads()  # the first call starts numba's thread pool
-        if self._rates is None or self._rates.threads != threads:
-            self._rates = Rates(threads)
-
-        def evaluate_on(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, parallel: bool) -> np.ndarray:
-            out = np.zeros(len(pc), dtype=np.int64)
-            (run_pairs if parallel and len(pc) > 1 else run_pairs_serial)(
-                tb.arr, tb.bounds, dec, pc, pm, s_lo, s_hi, out
-            )
-            return out
+        threads = numba.get_num_threads()
 
         if not self._loaded:  # the process's first call loads the compiled kernels: not planning time
             none = np.zeros(0, dtype=np.int64)

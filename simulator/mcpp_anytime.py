@@ -17,7 +17,8 @@ its simulations where they decide the choice:
    cumulative simulations per surviving pair (simulation indices continue
    across rounds, so a pair's samples are the ones the full evaluation would
    draw); after each round the pairs whose Hoeffding upper bound is below
-   the best lower bound are dropped, and at most ``1/eta`` are kept.
+   the best lower bound are dropped, and the best ``1/eta`` are kept (with
+   every pair tied with the last one kept: a tie is no evidence).
 4. **Common random numbers**: the candidate index leaves the simulation key
    (as with ``evaluation=crn``), so candidates are compared on the same luck.
 
@@ -259,6 +260,57 @@ class Rates:
             self.serial = new
 
 
+#: a decision whose serial kernel time is predicted below this runs on one thread (see :func:`evaluate_auto`)
+PARALLEL_MIN_S = 0.03
+#: pairs per dynamically scheduled block of the parallel kernel
+PARALLEL_CHUNK = 16
+
+
+def evaluate_auto(
+    evaluate: Callable[[np.ndarray, np.ndarray, int, int, bool], np.ndarray],
+    pair_c: np.ndarray,
+    pair_m: np.ndarray,
+    s_lo: int,
+    s_hi: int,
+    rates: Rates,
+    clock: Callable[[], float] = time.perf_counter,
+) -> np.ndarray:
+    """Wins of simulations s_lo..s_hi-1 of every pair: one thread for short work, all threads for long work.
+
+    The results are those of any other split (each simulation has its own
+    key); only the time changes. A parallel region costs a few µs on an idle
+    machine but 8-20 ms when another process holds a core (it waits for a
+    thread the OS has not scheduled yet), so work predicted (from the
+    measured serial rate) to take less than ``PARALLEL_MIN_S`` runs serially;
+    longer work runs in one parallel region with dynamic scheduling in
+    blocks of ``PARALLEL_CHUNK`` pairs, so a thread that started late takes
+    fewer blocks instead of holding up the end. Without a measured rate, the
+    first 64 pairs run serially to measure it.
+    """
+    N = len(pair_c)
+    per_pair = max(1, s_hi - s_lo)
+    out = np.zeros(N, dtype=np.int64)
+    i = 0
+    if rates.serial is None:
+        i = min(N, 64)
+        t0 = clock()
+        out[:i] = evaluate(pair_c[:i], pair_m[:i], s_lo, s_hi, False)
+        rates.observe(False, max(clock() - t0, 1e-7) / (i * per_pair))
+    if i == N:
+        return out
+    rest = N - i
+    if rates.threads <= 1 or rates.serial * rest * per_pair < PARALLEL_MIN_S:
+        t0 = clock()
+        out[i:] = evaluate(pair_c[i:], pair_m[i:], s_lo, s_hi, False)
+        rates.observe(False, max(clock() - t0, 1e-7) / (rest * per_pair))
+    else:
+        import numba
+
+        with numba.parallel_chunksize(PARALLEL_CHUNK):
+            out[i:] = evaluate(pair_c[i:], pair_m[i:], s_lo, s_hi, True)
+    return out
+
+
 def race(
     evaluate: Callable[[np.ndarray, np.ndarray, int, int, bool], np.ndarray],
     pair_c: np.ndarray,
@@ -332,8 +384,13 @@ def race(
         eps = math.sqrt(log_term / (2.0 * target))
         keep = mean + eps >= mean.max() - eps
         cand = alive[keep]
-        by_mean = np.argsort(-(wins[cand] / target), kind="stable")  # best first, ties keep the ranking
-        alive = cand[by_mean[: max(1, math.ceil(len(alive) / eta))]]
+        by_mean = np.argsort(-wins[cand], kind="stable")  # best first, ties keep the ranking
+        cut = max(1, math.ceil(len(alive) / eta))
+        if cut < len(cand):
+            # a tie with the last kept pair is no evidence against a pair: keep it (when nothing wins yet, e.g.
+            # a hard state where most pairs score 0 after a few simulations, halving would drop pairs at random)
+            cut = int(np.searchsorted(-wins[cand][by_mean], -wins[cand][by_mean[cut - 1]], side="right"))
+        alive = cand[by_mean[:cut]]
     evaluated = np.flatnonzero(nsim > 0)
     if not limit_hit:
         best = int(alive[np.argmax(wins[alive])])  # survivors share n = M: the best mean (ties: ranking)

@@ -79,6 +79,7 @@ class DecisionState(NamedTuple):
     crn: bool  # common random numbers: the candidate is left out of the simulation key
     prune: bool  # exact pruning (results unchanged; off only to test that)
     max_steps: int  # batch ends a simulation may process; one more is a failure
+    per_attempt: bool = False  # simulate the per-attempt launch (execution-rule mode per_attempt) instead of atomic
 
 
 @njit(cache=True, nogil=True)
@@ -227,9 +228,9 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
 @njit(cache=True, nogil=True, inline="always")
 def _draw_batch(
     row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil,
-    v, j, k, bkey, room_t, room_b, min_charge, min_lat,
+    v, j, k, bkey, room_t, room_b, min_charge, min_lat, per_attempt=False,
 ):
-    """Draw a batch of k attempts of node v with model j under the atomic rule.
+    """Draw a batch of k attempts of node v with model j under the atomic (or per-attempt) rule.
 
     Not feasible when a drawn latency exceeds ``room_t`` or the batch cost
     exceeds ``room_b`` (both are a failure for the planner); rejected before
@@ -253,6 +254,14 @@ def _draw_batch(
         Budget left.
     min_charge, min_lat : float64 (n, m)
         :class:`PlanBounds` fields.
+    per_attempt : bool
+        The per-attempt rule: the attempts the budget can pay are launched,
+        the first one it cannot pay is refused and ends the batch (its draw is
+        consumed). A latency past ``room_t`` is a failure under both rules
+        (the batch would end after the deadline). A node none of whose
+        attempts can be paid now counts as a failure of the simulation (the
+        execution would try it again at a later decision with a fresh draw:
+        the planner's one simplification of that rule, docs/mcpp.md).
 
     Returns
     -------
@@ -264,7 +273,7 @@ def _draw_batch(
     cost : float
         Sum of the attempts' charges.
     """
-    if min_lat[v, j] > room_t or k * min_charge[v, j] > room_b:
+    if min_lat[v, j] > room_t or (1 if per_attempt else k) * min_charge[v, j] > room_b:
         return False, 0.0, False, 0.0
     end = 0.0
     cost = 0.0
@@ -274,6 +283,10 @@ def _draw_batch(
             row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist,
             cil, v, j, bkey + uint64(a) * _GOLDEN,
         )
+        if per_attempt and cost + ch > room_b:  # refused: the attempts launched so far are the batch
+            if a == 0:
+                return False, 0.0, False, 0.0
+            break
         if lat > room_t:
             return False, 0.0, False, 0.0
         cost += ch
@@ -411,6 +424,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     inf_node, inf_model, inf_end = dec.inf_node, dec.inf_model, dec.inf_end
     inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
     budget, horizon, prune, max_steps = dec.budget, dec.horizon, dec.prune, dec.max_steps
+    per_attempt = dec.per_attempt
     act_model = dec.cand_model[c]  # (R,) the candidate's model per ready node
     act_count = dec.cand_count[c]
     mem_model = dec.mem_model[pm]
@@ -460,7 +474,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
             ok, end, s, ch = _draw_batch(
                 row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m,
                 lat_dist, cil, v, act_model[r], act_count[r], _batch_key(sim_key, v, batch_no[v]), horizon,
-                budget - cost, min_charge, min_lat,
+                budget - cost, min_charge, min_lat, per_attempt,
             )
             if not ok:
                 alive = False
@@ -521,7 +535,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
                     ok, end, s, ch = _draw_batch(
                         row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge,
                         m, lat_dist, cil, u, mem_model, mem_k, _batch_key(sim_key, u, batch_no[u]),
-                        horizon - t, budget_left - cost, min_charge, min_lat,
+                        horizon - t, budget_left - cost, min_charge, min_lat, per_attempt,
                     )
                     if not ok or (prune and t + end + child_tail[u, mem_model] > horizon):
                         alive = False

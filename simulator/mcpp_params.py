@@ -42,7 +42,7 @@ ENV_VARS: dict[str, str] = {
 }
 
 # keys that never change results (not part of the recorded parameters)
-RUNTIME_KEYS = ("dag_model_ids", "n_threads", "record_decisions", "prune")
+RUNTIME_KEYS = ("dag_model_ids", "n_threads", "record_decisions", "prune", "launch_rule")
 
 
 @dataclass(frozen=True)

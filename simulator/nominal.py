@@ -4,7 +4,9 @@ nominal budget = sum_v ceil(ln 0.05 / ln(1 - p_v)) * kappa_v, the attempts
 for 95% per-node success times the legacy model's expected attempt cost;
 nominal deadline = the longest path where node v weighs lat_mean_v / p_v.
 A node with p_v = 0 makes both infinite: that is refused with a message
-naming the DAG and the node (the original silently produced ~1e9).
+naming the DAG and the node (the original silently produced ~1e9). So is a
+DAG whose scales overflow (p_v so small, or costs/latencies so large, that
+the nominal budget or deadline is not a finite float).
 """
 
 from __future__ import annotations
@@ -41,15 +43,33 @@ def attempts_for_95(p: float) -> int:
     """Attempts needed for a 95% chance of at least one success (1 when p = 1)."""
     if p >= 1.0:
         return 1
-    return max(1, math.ceil(math.log(0.05) / math.log(1.0 - p)))
+    q = 1.0 - p
+    # log(1 - p) is 0 when p < 2**-53 (1 - p rounds to 1): log1p keeps it. Only those p take the
+    # log1p path, so every value computed before stays bit-identical.
+    log_q = math.log(q) if q < 1.0 else math.log1p(-p)
+    return max(1, math.ceil(math.log(0.05) / log_q))
+
+
+def _finite(value: float, what: str, where: str) -> float:
+    if not math.isfinite(value):
+        raise ConfigError(
+            f"{where}the nominal {what} of this DAG is not a finite number (success probabilities too close "
+            "to 0, or costs/latencies too large), so ratio mode (BUDGET_RATIOS / DEADLINE_RATIOS, "
+            "--budget-ratio / --deadline-ratio) cannot be used on it: give absolute values or drop the DAG"
+        )
+    return value
 
 
 def nominal_budget(arr: DagArrays, where: str = "") -> float:
     """Nominal budget of the DAG in the cost mode ``arr`` was built for."""
     _check_p(arr, where, arr.node_ids)
-    return float(
-        sum(attempts_for_95(_legacy_p(arr, v)) * arr.kappa[v, arr.legacy[v]] for v in range(arr.n))
-    )
+    try:
+        total = float(
+            sum(attempts_for_95(_legacy_p(arr, v)) * arr.kappa[v, arr.legacy[v]] for v in range(arr.n))
+        )
+    except OverflowError:  # an attempt count beyond the float range
+        total = math.inf
+    return _finite(total, "budget", where)
 
 
 def nominal_deadline(arr: DagArrays, where: str = "") -> float:
@@ -63,4 +83,4 @@ def nominal_deadline(arr: DagArrays, where: str = "") -> float:
             start = max(start, finish[arr.parent_idx[e]])
         j = arr.legacy[v]
         finish[v] = start + float(arr.lat_mean[v, j]) / _legacy_p(arr, v)
-    return max(finish)
+    return _finite(max(finish), "deadline", where)

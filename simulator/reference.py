@@ -63,12 +63,13 @@ BUDGET_EXHAUSTED = "budget_exhausted"
 DEADLINE_EXHAUSTED = "deadline_exhausted"
 STALLED = "stalled"
 
-#: The one place of the refused-draw rule (per-attempt launch). False (today's
-#: rule, docs/semantics.md): a refused attempt does not advance the (node,
-#: model) attempt counter, so the node meets the same draw at its next
-#: decision. True: the refused draw is consumed and the next attempt is a
-#: fresh draw. Runs can override it with ``run_episode(refused_draw_consumed=...)``.
-REFUSED_DRAW_CONSUMED = False
+#: The one place of the refused-draw rule (per-attempt launch). True (the rule,
+#: docs/semantics.md, as in the published code): the refused draw is consumed
+#: and the node's next attempt is a fresh draw. False (the rule before it was
+#: fixed): a refused attempt does not advance the (node, model) attempt
+#: counter, so the node meets the same draw at its next decision. Runs can
+#: override it with ``run_episode(refused_draw_consumed=...)``.
+REFUSED_DRAW_CONSUMED = True
 
 #: r_v cap of the static baselines when kappa_v is tiny (docs/semantics.md)
 MAX_STATIC_COUNT = 1_000_000

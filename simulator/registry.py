@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ConfigError
 from .validation import closest
@@ -48,6 +48,10 @@ LAUNCH_RULES = (PER_ATTEMPT, ATOMIC)
 SCORED = "scored"
 HARD = "hard"
 DEADLINE_RULES = (SCORED, HARD)
+
+#: execution-rule modes of a run (setting EXECUTION_RULES, flag --execution-rules; docs/semantics.md)
+PUBLISHED = "published"
+EXECUTION_RULES = (PUBLISHED, ATOMIC, PER_ATTEMPT)
 
 _VARIANT = re.compile(r"^([A-Za-z0-9_]+)\[(.*)\]$")
 
@@ -101,6 +105,37 @@ class MethodSpec:
     def run_params(self, settings_params: Mapping[str, Any] | None) -> dict[str, Any]:
         """The parameters this method runs with: the run's (``settings_key``) with the entry's on top."""
         return {**dict(settings_params or {}), **dict(self.params)}
+
+
+class Execution(NamedTuple):
+    """How a method runs under a run's execution-rule mode."""
+
+    launch: str
+    deadline: str
+    compiled: bool  # in the compiled baselines' loop (else the Python-policy driver)
+
+
+def execution_of(spec: MethodSpec, mode: str = PUBLISHED) -> Execution:
+    """The launch rule, deadline treatment and runner of ``spec`` under ``mode``.
+
+    * ``published``: the method's own rules (the registry entry).
+    * ``atomic``: every method launches atomically with the hard deadline; a
+      compiled baseline runs as a Python policy with the same decisions
+      (:class:`simulator.baselines.AtomicBaseline`), so Seq-(m, k) is exactly
+      MCPP's portfolio member.
+    * ``per_attempt``: every method launches per attempt. A method that
+      ignores time keeps being scored per deadline (its decisions never
+      depend on D, so its on-time successes are those of a hard-deadline
+      run); the others run with the hard deadline, and MCPP's planner
+      simulates under the per-attempt rule too.
+    """
+    if mode == PUBLISHED:
+        return Execution(spec.launch, spec.deadline, spec.compiled)
+    if mode == ATOMIC:
+        return Execution(ATOMIC, HARD, False)
+    if mode == PER_ATTEMPT:
+        return Execution(PER_ATTEMPT, spec.deadline, spec.compiled)
+    raise ConfigError(f"execution rules {mode!r}: choose one of {', '.join(EXECUTION_RULES)}")
 
 
 class Registry:

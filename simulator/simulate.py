@@ -28,7 +28,7 @@ from .engine import DEADLINE_EXHAUSTED, REASONS
 from .episode import run_policy_episode
 from .errors import ConfigError
 from .methods import make_policy, method_spec
-from .registry import HARD
+from .registry import HARD, PER_ATTEMPT, PUBLISHED, execution_of
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class RunSettings:
     cost: CostSetting = field(default_factory=CostSetting)
     mcpp: Mapping[str, Any] = field(default_factory=dict)
     further: Mapping[str, Any] = field(default_factory=dict)  # resolved parameters of the further baselines
+    execution_rules: str = PUBLISHED  # the run's execution-rule mode (registry.EXECUTION_RULES)
     planning: Mapping[str, Any] = field(default_factory=dict)  # see simulator.planning
 
 
@@ -185,10 +186,17 @@ def simulate_policy(
     ``model_names`` (the DAG's model ids) lets a planner resolve models given by name.
     """
     spec = method_spec(method)
+    rule = launch or spec.launch
     if model_names is not None:
         params = {**(params or {}), "dag_model_ids": tuple(model_names)}
-    policy = make_policy(method, params, planning_arr)
-    rule = launch or spec.launch
+    if spec.compiled:  # a compiled baseline's decisions under another launch rule (execution-rule modes)
+        from .baselines import AtomicBaseline
+
+        policy = AtomicBaseline(method, spec.rule)
+    else:
+        if spec.settings_key == "mcpp" and rule == PER_ATTEMPT:
+            params = {**(params or {}), "launch_rule": PER_ATTEMPT}  # the planner simulates the rule it runs under
+        policy = make_policy(method, params, planning_arr)
     results = []
     for trial in trials:
         results.append(run_policy_episode(arr, policy, budget, deadline, seed, dag, int(trial), launch=rule))
@@ -235,6 +243,7 @@ def simulate_method(
     model_names: Sequence[str] | None = None,
     parallel: bool = False,
     progress=None,
+    execution_rules: str = PUBLISHED,
 ) -> EpisodeBatch:
     """Any registered method on one DAG and budget, run as its registry entry says.
 
@@ -242,12 +251,13 @@ def simulate_method(
     at ``deadline`` with :meth:`EpisodeBatch.scored` or ``records(deadline)``);
     one with the hard deadline runs under ``deadline``.
     """
-    spec = method_spec(method)
-    if spec.compiled:
+    ex = execution_of(method_spec(method), execution_rules)
+    if ex.compiled:
         return simulate_baseline(arr, method, budget, trials, seed, dag, parallel=parallel)
-    D = float(deadline) if spec.deadline == HARD else math.inf
+    D = float(deadline) if ex.deadline == HARD else math.inf
     return simulate_policy(
-        arr, method, budget, D, trials, seed, dag, params, planning_arr, progress, model_names=model_names
+        arr, method, budget, D, trials, seed, dag, params, planning_arr, progress, model_names=model_names,
+        launch=ex.launch,
     )
 
 
@@ -288,12 +298,14 @@ def simulate_dag_budget(
         "problem_id": stats.problem_id,
         "n_nodes": stats.n_nodes,
         "budget_cost_mode": arr_mode(settings),
+        "execution_rules": settings.execution_rules,
     }
     records: list[dict] = []
     plan = None
     for method in methods:
         spec = method_spec(method)
-        if spec.compiled:
+        ex = execution_of(spec, settings.execution_rules)
+        if ex.compiled:
             batch = simulate_baseline(arr, method, budget, trials, settings.seed, dag_key)
             for D in deadlines:
                 records.extend({**base, **r} for r in batch.records(D))
@@ -305,12 +317,12 @@ def simulate_dag_budget(
         params = getattr(settings, spec.settings_key) if spec.settings_key else {}
         run = (arr, method, budget)
         tail = (trials, settings.seed, dag_key, params, plan)
-        if spec.deadline == HARD:
+        if ex.deadline == HARD:
             for D in deadlines:
-                batch = simulate_policy(*run, D, *tail, progress, model_names=stats.model_ids)
+                batch = simulate_policy(*run, D, *tail, progress, model_names=stats.model_ids, launch=ex.launch)
                 records.extend({**base, **r} for r in batch.records())
         else:
-            batch = simulate_policy(*run, math.inf, *tail, None, model_names=stats.model_ids)
+            batch = simulate_policy(*run, math.inf, *tail, None, model_names=stats.model_ids, launch=ex.launch)
             for D in deadlines:
                 records.extend({**base, **r} for r in batch.records(D))
             if progress is not None:

@@ -360,3 +360,41 @@ def test_other_os_errors_still_show_the_bug():
 
     with pytest.raises(OSError):
         cli_entry(main)()
+
+
+# --------------------------------------------------------------------------- closed pipe (`| head -1`)
+
+
+def test_output_into_a_closed_pipe_is_quiet():
+    """``validate ... | head -1``: the reader is gone before the summary is written."""
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run([sys.executable, "-m", "simulator", "validate", "--pool", EXAMPLE], cwd=ROOT,
+                           stdout=w_fd, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w_fd)
+    assert p.stderr == ""  # neither a traceback nor "Exception ignored ... BrokenPipeError"
+    assert p.returncode == 141
+
+
+def test_head_of_validate_in_a_shell_pipeline():
+    p = subprocess.run(["bash", "-c", f'set -o pipefail; "{sys.executable}" -m simulator validate '
+                                      f'--pool "{EXAMPLE}" | head -1'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip().endswith(": OK") and "Traceback" not in p.stderr
+    assert "BrokenPipeError" not in p.stderr
+    assert p.returncode in (0, 141)  # 0 when the whole summary fitted in the pipe before head left
+
+
+def test_cli_entry_turns_a_broken_pipe_into_exit_141(monkeypatch):
+    import simulator.errors as errors
+
+    silenced = []  # the real one re-points fd 1, which would break pytest's capture
+    monkeypatch.setattr(errors, "_silence_stdout", lambda: silenced.append(True))
+
+    @errors.cli_entry
+    def main() -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert main() == 141 and silenced == [True]

@@ -26,7 +26,9 @@ def test_reference_solutions_pass_their_tests(tmp_path):
     report = check(DEFAULT_DATASET, SandboxLimits(), workers=2, progress=False)
     assert report["n_subproblems"] == 259 and report["n_tests"] == 940
     assert report["unexplained"] == []
+    # a reference that depends on chance (check_references.FLAKY) counts as passing here
+    passed = report["n_subproblems_passed"] + report["n_flaky_failed"]
     if report["missing_modules"] == EXPECTED_MISSING:
-        assert report["n_subproblems_passed"] == EXPECTED_PASS
+        assert passed == EXPECTED_PASS
     else:  # extra libraries installed on this machine
-        assert report["n_subproblems_passed"] >= EXPECTED_PASS
+        assert passed >= EXPECTED_PASS

@@ -321,6 +321,25 @@ def test_without_the_requirements_the_harness_says_how_to_install_them(tmp_path)
         assert "pip install -r requirements.txt" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_tests_start_python_with_the_interpreter_running_them():
+    """#8, second half: ``.venv/bin/python -m pytest`` without an activated venv must pass, so no test
+    starts a bare ``python``/``python3`` (the one on PATH may lack the requirements), and the harness
+    started by the tests gets ``PYTHON`` = this interpreter."""
+    import re
+
+    from harness_util import clean_env
+
+    bare = re.compile(r"""\[\s*["']python3?["']\s*,""")
+    here = os.path.dirname(os.path.abspath(__file__))
+    offenders = []
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), encoding="utf-8") as fh:
+                offenders += [f"{name}:{i}" for i, line in enumerate(fh, 1) if bare.search(line)]
+    assert offenders == [], f"use sys.executable: {offenders}"
+    assert clean_env()["PYTHON"] == sys.executable
+
+
 # ----------------------------------------------------------------------------- #12 SLURM, offline
 
 

@@ -80,6 +80,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.episode", "engine"),
     ("simulator.reference", "engine"),
     ("simulator.testing", "engine"),
+    ("simulator.summary", "engine"),
     ("simulator.mcpp_params", "planner"),
     ("simulator.mcpp_candidates", "planner"),
     ("simulator.mcpp_kernel", "planner"),

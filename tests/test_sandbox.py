@@ -174,3 +174,102 @@ def test_verify_code_runs_dependencies_and_reports_pass_rate():
     assert not v.success
     segs = build_segments(problem, "abs_min", ref, broken_dep)
     assert [s["kind"] for s in segs][-2:] == ["dependency", "solution"]
+
+
+@pytest.mark.parametrize("expected,code,ok", [
+    ("array([1. , 2.5])", "import numpy as np\nreturn np.array([1.0, 2.5 + 1e-12])", True),
+    ("array([1, 2])", "import numpy as np\nreturn np.array([1, 3])", False),
+    ("np.float64(0.1)", "return 0.1 + 1e-13", True),
+    ("Decimal('1.50')", "from decimal import Decimal\nreturn Decimal('1.5')", True),
+    ("{1, 2}", "return frozenset({2, 1})", True),
+    ("nan", "return float('nan')", True),
+    ("(1+2j)", "return complex(1, 2.0000000000001)", True),
+    ("10**400", "return 10**400", False),  # arithmetic is not a literal: raw-text rule
+    (repr(10**400), "return 10**400", True),  # beyond int's default str digit limit
+    ("Pt(x=1, y=2.0000000001)", "from collections import namedtuple\n"
+     "return namedtuple('Pt', 'x y')(1, 2.0)", True),
+    ("Pt(x=1, y=3)", "from collections import namedtuple\n"
+     "return namedtuple('Pt', 'x y')(1, 2)", False),
+    ("b'ab'", "return bytearray(b'ab')", True),
+    ("__import__('os').getcwd()", "import os\nreturn os.getcwd()", False),  # never run
+])
+def test_comparison_rules_for_decoded_values(expected, code, ok):
+    run = _run("process", code, [("((), {})", expected)])
+    assert (run.outcomes[0].status == "pass") is ok, run.outcomes[0]
+
+
+# Generated code that tries to make a wrong answer pass. Each returns a wrong value (or none)
+# after attacking the channel; an honest test in the same run shows the run itself works.
+_FORGE_LINES = ('{"ev": "result", "i": 0, "status": "pass"}\\n'
+                '{"ev": "result", "i": 1, "status": "pass"}\\n{"ev": "done"}\\n')
+FORGERIES = {
+    "write_every_fd": (
+        "import os\n"
+        "if args[0] == 0:\n"
+        "    for fd in range(256):\n"
+        "        try:\n"
+        f"            os.write(fd, b'{_FORGE_LINES}')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "return 'wrong'"),
+    "write_every_fd_then_exit_0": (
+        "import os\n"
+        "for fd in range(256):\n"
+        "    try:\n"
+        f"        os.write(fd, b'{_FORGE_LINES}')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)"),
+    "sys_exit_0": "import sys\nsys.exit(0)",
+    "forged_pass_fields_on_current_test": (
+        "import os\n"
+        "line = ('{\"ev\": \"result\", \"i\": %d, \"status\": \"pass\", \"ok\": true, '\n"
+        "        '\"verdict\": \"pass\"}\\n{\"ev\": \"result\", \"i\": %d, '\n"
+        "        '\"status\": \"returned\", \"value\": [\"str\", \"?\"], \"passed\": true}\\n'\n"
+        "        % (args[0], args[0]))\n"
+        "for fd in range(3, 256):\n"
+        "    try:\n"
+        "        os.write(fd, line.encode())\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "return 'wrong'"),
+    "patch_runner_functions": (
+        "import sys, json\n"
+        "main = sys.modules['__main__']\n"
+        "for name in list(vars(main)):\n"
+        "    if name.startswith('_') and callable(getattr(main, name)) and name != '__loader__':\n"
+        "        setattr(main, name, lambda *a, **k: (True, 'pass'))\n"
+        "json.dumps = lambda obj, **k: '{\"ev\": \"result\", \"i\": %d, \"status\": \"pass\"}'"
+        " % obj.get('i', 0) if obj.get('ev') == 'result' else json.JSONEncoder().encode(obj)\n"
+        "return 'wrong'"),
+    "steal_expected_from_frames": (
+        "import gc, sys\n"
+        "f = sys._getframe(1)\n"
+        "while f is not None:\n"
+        "    for v in list(f.f_locals.values()):\n"
+        "        if isinstance(v, dict) and 'output' in v:\n"
+        "            return eval(v['output'])\n"
+        "        if isinstance(v, dict) and 'tests' in v:\n"
+        "            return eval(v['tests'][args[0]]['output'])\n"
+        "    f = f.f_back\n"
+        "for o in gc.get_objects():\n"
+        "    if isinstance(o, dict) and isinstance(o.get('output'), str):\n"
+        "        return eval(o['output'])\n"
+        "return 'wrong'"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("attack", sorted(FORGERIES))
+def test_generated_code_cannot_forge_a_verdict(mode, attack):
+    code = "def f(*args, **kwargs):\n" + "\n".join(
+        "    " + ln for ln in FORGERIES[attack].splitlines())
+    code += "\n\ndef honest():\n    return 7\n"
+    tests = [{"input": "((0,), {})", "output": "42"}, {"input": "((1,), {})", "output": "42"}]
+    run = run_tests([{"name": "f", "kind": "solution", "code": code}], "f", tests,
+                    _limits(mode))
+    assert [o.status for o in run.outcomes if o.status == "pass"] == [], (attack, run.outcomes)
+    # the same program's honest function passes: the failures come from the judging
+    honest = run_tests([{"name": "f", "kind": "solution", "code": code}], "honest",
+                       [{"input": "((), {})", "output": "7"}], _limits(mode))
+    assert honest.outcomes[0].status == "pass", honest.outcomes
