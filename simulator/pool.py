@@ -493,7 +493,10 @@ def _parse_statistics(
     ``model_ids`` when given.
     """
     model_order: dict[str, None] = {}
-    for m in obj.get("model_ids") or []:
+    listed = obj.get("model_ids") or []
+    if not isinstance(listed, list) or any(isinstance(m, (dict, list, bool)) or m is None for m in listed):
+        raise ctx.error(f"model_ids must be a list of model names, got {str(listed)[:60]}")
+    for m in listed:
         model_order.setdefault(str(m), None)
     per_node: list[_NodeStats] = []
     legacy_names: list[str | None] = []

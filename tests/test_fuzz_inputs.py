@@ -509,3 +509,16 @@ def test_attempts_for_95_is_unchanged_where_it_worked():
     for p in (0.001, 0.3, 0.5, 0.9375, 0.999999, 1 - 2**-52):
         assert attempts_for_95(p) == max(1, m.ceil(m.log(0.05) / m.log(1.0 - p)))
     assert attempts_for_95(1e-20) == m.ceil(m.log(0.05) / m.log1p(-1e-20))  # was ZeroDivisionError
+
+
+@pytest.mark.parametrize("value", [True, 5, "4B_ins", {"a": 1}, [None], [["4B_ins"]]])
+def test_found_dag_level_model_ids_of_the_wrong_type(tmp_path, value):
+    """``"model_ids": true`` on a DAG line: TypeError traceback in the loader (found by the long run)."""
+    from simulator.cli import main
+
+    dag = dict(MULTI, model_ids=value)
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(json.dumps(dag) + "\n")
+    rc, out, err = call_main(main, ["validate", "--pool", str(pool)], "validate")
+    assert rc == 2 and "model_ids must be a list of model names" in err, err
+    assert_refusal(rc, err, "validate")
