@@ -206,7 +206,7 @@ def main(argv=None) -> int:
 
 
 def summary(rows: list[dict]) -> str:
-    """Means over the further methods vs the baselines and MCPP (per decision, per episode)."""
+    """Means over the further methods vs the baselines and MCPP (per decision, per episode), and their ratios."""
     out = []
     for wl in ("example_pool", "layered40"):
         for mode in ("token", "money"):
@@ -217,14 +217,19 @@ def summary(rows: list[dict]) -> str:
             b = [r for r in sel if r["method"] in BASELINE_METHODS]
             m = [r for r in sel if r["method"] == MCPP]
             worst = max(f, key=lambda r: r["ms_per_decision"])
+            f_dec = float(np.mean([r["ms_per_decision"] for r in f]))
+            f_ep = float(np.mean([r["ms_per_episode"] for r in f]))
+            b_ep = float(np.mean([r["ms_per_episode"] for r in b]))
+            m_dec, m_ep = (m[0]["ms_per_decision"], m[0]["ms_per_episode"]) if m else (math.nan, math.nan)
             out.append(
-                f"| {wl} | {mode} | {fmt(np.mean([r['ms_per_decision'] for r in f]))} (max {fmt(worst['ms_per_decision'])},"
-                f" {worst['method']}) | {fmt(np.mean([r['ms_per_episode'] for r in f]))} |"
-                f" {fmt(np.mean([r['ms_per_episode'] for r in b]))} |"
-                f" {fmt(m[0]['ms_per_decision']) if m else '-'} | {fmt(m[0]['ms_per_episode']) if m else '-'} |"
+                f"| {wl} | {mode} | {fmt(f_dec)} (max {fmt(worst['ms_per_decision'])}, {worst['method']}) |"
+                f" {fmt(f_ep)} | {fmt(b_ep)} | {fmt(m_dec) if m else '-'} | {fmt(m_ep) if m else '-'} |"
+                f" {f_ep / b_ep:,.0f}x | {m_dec / f_dec:,.0f}x | {m_ep / f_ep:,.0f}x |"
             )
     head = ("| workload | mode | further: ms / decision (mean of 8) | further: ms / episode | "
-            "12 baselines: ms / episode | MCPP: ms / decision | MCPP: ms / episode |\n|---|---|---|---|---|---|---|")  # fmt: skip
+            "12 baselines: ms / episode | MCPP: ms / decision | MCPP: ms / episode | "
+            "episode: further / baselines | decision: MCPP / further | episode: MCPP / further |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     return head + "\n" + "\n".join(out)
 
 
@@ -235,7 +240,7 @@ def write_readme(rows: list[dict], meta: dict) -> None:
             "## Further baselines (`bench_further.py`)",
             "```bash\npython -m benchmarks.bench_further     # -> benchmarks/results_further.json and this section\n```",
             (
-                f"Written by the script ({'quick run, ' if meta['quick'] else ''}{meta['seconds'] / 60:.0f} minutes; "
+                f"Written by the script ({'quick run, ' if meta['quick'] else ''}{meta['seconds'] / 60:.1f} minutes; "
                 f"{meta['machine']['cpus']}-core machine, load average {load:.1f} at the end, one numba thread). "
                 "Nominal budget and deadline of each DAG; example pool = 24 DAGs of 4-8 nodes, "
                 "layered40 = 6 40-node layered DAGs with 4 models. Episodes per DAG: 200 for the baselines, 5 (example "

@@ -1,4 +1,8 @@
-"""Chernoff-deadline decision math against the worked examples of the specification, plus edge cases."""
+"""Chernoff-deadline decision math (docs/further_baselines.md, section 3) on hand-worked examples, plus edge cases.
+
+The DAGs are those of tests/further_dags.py; the expected values were worked out by hand from the
+published behaviour described in docs/further_baselines.md.
+"""
 
 from __future__ import annotations
 
@@ -207,14 +211,14 @@ def test_receding_after_the_root_completes():
     assert mode == 1 and (int(targets[1]), int(targets[2])) == (9, 3)
     _, targets, _ = _diamond_after_root(0.003)  # one each affordable (0.00288)
     assert (int(targets[1]), int(targets[2])) == (1, 1)
-    # one each not affordable; node 2 at 0 has a finite Phi at the tiny theta (D12): no safety fallback
+    # one each not affordable; node 2 at 0 has a finite Phi at the tiny theta (zero-count candidates scored at r = 1e-9): no safety fallback
     _, targets, _ = _diamond_after_root(0.0025)
     assert (int(targets[1]), int(targets[2])) == (1, 0)
 
 
 @pytest.mark.parametrize("mode", ["token", "latency"])
 def test_token_and_latency_modes_collapse_to_one(mode):
-    """D10: only the smallest theta is feasible, plans are about 0.01-0.05, so r_v = 1."""
+    """The published theta bound (see `_kappa`): only the smallest theta is feasible, plans are about 0.01-0.05, so r_v = 1."""
     g, t, p, k = inputs(CHAIN, CostSetting(cost_mode=mode))
     B = 20 * float(k.sum())
     sol = solve_deadline(g, np.ones(3, bool), t, p, k, B, 120.0)

@@ -1,4 +1,7 @@
-"""Remaining-DAG graph routines (orders, tie-breaks, enumeration cap), method names and parameter checks."""
+"""Remaining-DAG graph routines (orders, tie-breaks, enumeration cap), method names and parameter checks.
+
+The behaviour pinned here is described in docs/further_baselines.md (sections 1, 2, 4 and 5).
+"""
 
 from __future__ import annotations
 
@@ -98,7 +101,7 @@ def test_method_names_and_sets():
     assert variant("loader_dual_fixed").fixes == FIX_UNITS | FIX_CLAMP_A | FIX_LAMBERT1
     assert variant("deadline_receding_kappa").use_kappa and variant("deadline_static_fixed").use_kappa
     assert variant("deadline_static_kappa").corrections == ("kappa",)
-    assert "loader_dual_rcur0" not in ALL_FURTHER_METHODS  # D2 concerns the static policies only
+    assert "loader_dual_rcur0" not in ALL_FURTHER_METHODS  # `_rcur0` concerns the static policies only
     with pytest.raises(ConfigError, match="did you mean 'loader_dual_units'"):
         variant("loader_dual_unit")
 

@@ -1,4 +1,8 @@
-"""LOADER decision math against the worked examples of the specification, plus hand-checked edge cases."""
+"""LOADER decision math (docs/further_baselines.md, section 2) on hand-worked examples, plus hand-checked edge cases.
+
+The DAGs are those of tests/further_dags.py; the expected values were worked out by hand from the
+published behaviour described in docs/further_baselines.md.
+"""
 
 from __future__ import annotations
 
@@ -90,7 +94,7 @@ def test_surrogates():
     }.items():  # fmt: skip
         assert d(0.0, p, rc, r) == pytest.approx(dw, rel=1e-5)
         assert c(0.0, p, rc, r) == pytest.approx(cw, rel=1e-5)
-    assert d(0.0, 1.0, 0, 3) == 0.0 and c(0.0, 1.0, 0, 3) == 0.0  # D3: p = 1 costs nothing
+    assert d(0.0, 1.0, 0, 3) == 0.0 and c(0.0, 1.0, 0, 3) == 0.0  # see `_clamp`: p = 1 costs nothing
     assert d(5.0, 0.5, 2, 3) == pytest.approx(7.857143, abs=1e-6)
     assert c(5.0, 0.5, 2, 3) == pytest.approx(33.571429, abs=1e-6)
 
@@ -139,7 +143,7 @@ def test_loader_static_restarts():
     assert starts[0][0] == (2, 1, 1) and starts[0][1] == pytest.approx(17.41228, abs=1e-5)
     for s in starts[1:]:
         assert s[0] == (3, 2, 1) and s[1] == pytest.approx(15.09085, abs=1e-5)
-    # B = 60: the stable plan overrides the feasible ones (D5) in every restart
+    # B = 60: the stable plan overrides the feasible ones (best feasible = largest cost) in every restart
     plan, starts = _starts(CHAIN, 60)
     assert plan == (1, 1, 1)
     assert all(s[0] == (1, 1, 1) and s[1] == pytest.approx(24.07895, abs=1e-5) for s in starts)
@@ -158,7 +162,7 @@ def test_loader_static_other_seeds_and_diamond():
 
 
 def test_loader_static_is_independent_of_the_cost_mode():
-    """LOADER ignores kappa (D1): the same plan whatever kappa is."""
+    """LOADER ignores kappa (see `_units`): the same plan whatever kappa is."""
     g, t, p, k = inputs(CHAIN)
     a = loader_static_plan(g, t, p, k, 150, 0)
     b = loader_static_plan(g, t, p, k * 1e6, 150, 0)
@@ -212,8 +216,7 @@ def test_loader_all_paths_diamond_trace():
     assert tuple(r.trace_plans[0]) == (1, 2, 1, 1)
     assert tuple(r.trace_plans[1]) == (30, 73, 12, 23)
     assert all(tuple(x) == (1, 1, 1, 1) for x in r.trace_plans[2:])
-    # The specification's prose says no iteration is feasible here; its own trace says otherwise:
-    # the beta steps imply costs 218.8 and 195.2 (<= 400) for (1,2,1,1) and (1,1,1,1). Either way the
+    # No iteration looks feasible at first sight, but the beta steps imply costs 218.8 and 195.2 (<= 400) for (1,2,1,1) and (1,1,1,1). Either way the
     # action on node 0 is 1.
     assert r.counts[0] == 1
 
@@ -232,7 +235,7 @@ def test_top_k_and_colgen_on_the_diamond():
 def test_p_one_node_is_free_unless_clamped():
     assert d_tilde(0.0, 10.0, 1.0, 0.0, 1.0, False) == 0.0
     assert d_tilde(2.0, 10.0, 1.0, 0.0, 1.0, False) == 2.0  # d = delta
-    assert d_tilde(0.0, 10.0, 1.0, 0.0, 1.0, True) == pytest.approx(10.0, rel=1e-6)  # D3 fix: d = t
+    assert d_tilde(0.0, 10.0, 1.0, 0.0, 1.0, True) == pytest.approx(10.0, rel=1e-6)  # `_clamp`: d = t
 
 
 def test_p_zero_node():
@@ -252,7 +255,7 @@ def test_d2_correction_changes_static_surrogates():
 
 
 def test_units_correction_uses_kappa():
-    """D1: in money mode the faithful plan is Retry-1; the units fix spends the cent budget on retries."""
+    """Units mismatch (`_units`): in money mode the faithful plan is Retry-1; the units fix spends the cent budget on retries."""
     g, t, p, k = inputs(CHAIN)
     snap = Snapshot(np.ones(3, bool), np.zeros(3), np.zeros(3))
     faithful = loader_dual_decision(g, snap, t, p, k, 0.05)
@@ -265,7 +268,7 @@ def test_units_correction_uses_kappa():
 
 
 def test_money_mode_faithful_is_retry_one():
-    """D1 test of the specification: budgets of a few cents make every LOADER policy ask for 1."""
+    """Money mode (docs/further_baselines.md, "What to expect"): budgets of a few cents make every LOADER policy ask for 1."""
     for spec in (CHAIN, DIAMOND):
         g, t, p, k = inputs(spec)
         snap = Snapshot(np.ones(g.n, bool), np.zeros(g.n), np.zeros(g.n))

@@ -1,4 +1,7 @@
-"""The further baselines as policies: whole episodes, the first actions of the worked examples, invariants."""
+"""The further baselines as policies: whole episodes, the first actions of the hand-worked examples, invariants.
+
+The behaviour pinned here is described in docs/further_baselines.md; the DAGs are those of tests/further_dags.py.
+"""
 
 from __future__ import annotations
 
@@ -86,7 +89,7 @@ def test_receding_h_zero_returns_nothing():
 
 
 def test_money_mode_loader_is_sequential_decision_for_decision(pool):
-    """D1 (faithful): with budgets of a few cents every LOADER policy plays Retry-1, so records equal sequential's."""
+    """Money mode (faithful, see `_units`): with budgets of a few cents every LOADER policy plays Retry-1, so records equal sequential's."""
     cs = CostSetting(cost_mode="money")
     for i in (0, 5, 11):
         arr = dag_arrays(pool, i, cs)
@@ -122,7 +125,7 @@ def test_episode_invariants_and_determinism(pool, mode):
 
 
 def test_token_mode_loader_uses_more_than_one_attempt(pool):
-    """Token mode: every plan is feasible, counts grow until the launch rule refuses (D1)."""
+    """Token mode: every plan is feasible, counts grow until the launch rule refuses (see `_units`)."""
     arr = dag_arrays(pool, 0, CostSetting())
     f = simulate_method(arr, "loader_dual", nominal_budget(arr), math.inf, range(3), 42, 0)
     assert f.total_rollouts.max() > arr.n

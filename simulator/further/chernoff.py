@@ -19,7 +19,7 @@ combinations, else greedy).
 
 Pure functions of numpy arrays per node (pool order); compiled where hot.
 The published behaviour is the default; ``use_kappa`` is the documented
-correction of the ``theta`` upper bound (D10).
+correction of the ``theta`` upper bound (``_kappa``).
 """
 
 from __future__ import annotations
@@ -568,7 +568,7 @@ def theta_grid(
     params: DeadlineParams = DeadlineParams(),
     use_kappa: bool = False,
 ) -> np.ndarray:
-    """The ascending ``theta`` grid (published upper bound; ``use_kappa``: the exact one, D10 fix)."""
+    """The ascending ``theta`` grid (published upper bound; ``use_kappa``: the exact one, ``_kappa``)."""
     sel = np.flatnonzero(alive)
     upper = 0.0
     if budget > 0 and sel.size:

@@ -18,13 +18,13 @@ whole iteration; Python only orchestrates restarts, random draws and caches.
 The published behaviour is reproduced by default, defects included; each
 documented correction is a bit of ``fixes`` (``FIX_*``), off by default:
 
-* ``FIX_UNITS`` (D1): the cost term in the cost mode's unit (``kappa``),
+* ``FIX_UNITS`` (``_units``): the cost term in the cost mode's unit (``kappa``),
   not in seconds of latency;
-* ``FIX_RCUR0`` (D2): the static policy evaluates its surrogates with no
+* ``FIX_RCUR0`` (``_rcur0``): the static policy evaluates its surrogates with no
   attempt in flight (``r_cur = 0``) instead of ``r_cur = 1``;
-* ``FIX_CLAMP_A`` (D3): the failure probability is clamped in the latency
+* ``FIX_CLAMP_A`` (``_clamp``): the failure probability is clamped in the latency
   surrogate, so a node with ``p = 1`` still takes ``t`` seconds;
-* ``FIX_LAMBERT1`` (D4): the closed form's asymptotic branch returns
+* ``FIX_LAMBERT1`` (``_lambert1``): the closed form's asymptotic branch returns
   ``max(r*, 1)``, not the fallback 64, when ``r* < 1``.
 """
 
@@ -142,7 +142,7 @@ def lambert_r(p, w, beta, scale, lambert1):
 
     Published guards: ``alpha <= 1e-10`` gives 1; the asymptotic branch
     (``1 + alpha > 500``) returns the fallback 64 when its ``r < 1`` unless
-    ``lambert1`` (D4 fix, then 1); every non-finite intermediate gives 64.
+    ``lambert1`` (``_lambert1`` correction, then 1); every non-finite intermediate gives 64.
     """
     a = _clip(1.0 - p, 1e-12, 1.0 - 1e-12)
     bb = -math.log(a)

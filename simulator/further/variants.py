@@ -3,16 +3,16 @@
 Eight faithful methods (``FURTHER_METHODS``). Each documented correction of a
 published defect is a suffix that makes its own method name (off by default):
 
-=============  ======  ==========================================================
-suffix         defect  applies to
-=============  ======  ==========================================================
-``_units``     D1      the six LOADER methods: cost in the cost mode's unit
-``_rcur0``     D2      ``loader_static``, ``loader_static_bf``: ``r_cur = 0``
-``_clamp``     D3      the six LOADER methods: ``p = 1`` nodes still take ``t``
-``_lambert1``  D4      the six LOADER methods: closed form returns 1, not 64
-``_kappa``     D10     the two deadline methods: exact ``theta`` upper bound
-``_fixed``     all     every correction that applies to the method
-=============  ======  ==========================================================
+=============  ========================================================================
+suffix         applies to (docs/further_baselines.md, section 5)
+=============  ========================================================================
+``_units``     the six LOADER methods: cost in the cost mode's unit
+``_rcur0``     ``loader_static``, ``loader_static_bf``: ``r_cur = 0``
+``_clamp``     the six LOADER methods: ``p = 1`` nodes still take ``t``
+``_lambert1``  the six LOADER methods: closed form returns 1, not 64
+``_kappa``     the two deadline methods: exact ``theta`` upper bound
+``_fixed``     every correction that applies to the method
+=============  ========================================================================
 
 Parameters are resolved once (from a mapping or the environment) by
 :func:`resolve_further_params`, which refuses bad values with one readable
@@ -61,7 +61,7 @@ class FurtherVariant:
     name: str
     base: str
     fixes: int = 0  # LOADER FIX_* bits
-    use_kappa: bool = False  # deadline: exact theta upper bound (D10)
+    use_kappa: bool = False  # deadline: exact theta upper bound (`_kappa`)
 
     @property
     def family(self) -> str:
@@ -234,7 +234,7 @@ def resolve_further_params(environ: Mapping[str, str] | None = None) -> FurtherP
     colgen = loader
     path = env.get(ENV_COLGEN_PATH, "").strip()
     if path:
-        colgen = check_loader_params(_read_colgen_file(path, ENV_COLGEN_PATH), f"{path!r}")
+        colgen = check_loader_params(_read_colgen_file(path, ENV_COLGEN_PATH), f"{ENV_COLGEN_PATH} {path!r}")
     dl = {f: _deadline_value(f, env[var], var, "environment")
           for var, f in ENV_DEADLINE.items() if env.get(var, "").strip() != ""}  # fmt: skip
     deadline = replace(DeadlineParams(), **dl)
