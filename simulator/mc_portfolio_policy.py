@@ -484,7 +484,7 @@ def check_mcpp_params(params: Mapping[str, Any], where: str) -> None:
 METHODS: tuple[MethodSpec, ...] = (
     MethodSpec(
         MCPP, PYTHON_POLICY, ATOMIC, HARD, baseline=False, family="mcpp", sets=("all", "mcpp", "loader_only"),
-        factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params,
+        factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params, launch_param="launch_rule",
         variant_words={
             "crn": ("evaluation", "crn"),
             "halving": ("evaluation", "halving"),

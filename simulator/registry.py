@@ -74,6 +74,7 @@ class MethodSpec:
     params: Mapping[str, Any] = field(default_factory=dict)  # fixed parameters of this entry
     variant_words: Mapping[str, tuple[str, Any]] = field(default_factory=dict)  # bare variant tokens
     check_params: Callable[[Mapping[str, Any], str], Any] | None = None  # refuses bad parameters
+    launch_param: str | None = None  # parameter telling the policy the launch rule it runs under (planners)
     base: str | None = None  # the registered method a variant derives from
     description: str = ""
 
@@ -143,6 +144,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._specs: dict[str, MethodSpec] = {}
+        self._variants: dict[str, MethodSpec] = {}  # parsed (and checked) once: entries are immutable
 
     def register(self, spec: MethodSpec) -> None:
         if spec.name in self._specs:
@@ -164,6 +166,8 @@ class Registry:
         name = name.strip()
         if name in self._specs:
             return self._specs[name]
+        if name in self._variants:
+            return self._variants[name]
         m = _VARIANT.match(name)
         if m is None:
             hint = closest(name, list(self._specs) + list(self.sets()))
@@ -173,7 +177,9 @@ class Registry:
                 "a variant of a method is written NAME[key=value,...]"
             )
         base = self.get(m.group(1), source)
-        return variant_of(base, m.group(2), name, source)
+        spec = variant_of(base, m.group(2), name, source)
+        self._variants[name] = spec
+        return spec
 
 
 def _prefix(source: str | None) -> str:

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from .arrays import CostSetting, DagArrays, dag_arrays
-from .baselines import run_baseline_trials, run_baseline_trials_parallel
+from .baselines import AtomicBaseline, run_baseline_trials, run_baseline_trials_parallel
 from .engine import DEADLINE_EXHAUSTED, REASONS
 from .episode import run_policy_episode
 from .errors import ConfigError
 from .methods import make_policy, method_spec
-from .registry import HARD, PER_ATTEMPT, PUBLISHED, execution_of
+from .registry import HARD, PUBLISHED, execution_of
 
 
 @dataclass(frozen=True)
@@ -190,12 +190,10 @@ def simulate_policy(
     if model_names is not None:
         params = {**(params or {}), "dag_model_ids": tuple(model_names)}
     if spec.compiled:  # a compiled baseline's decisions under another launch rule (execution-rule modes)
-        from .baselines import AtomicBaseline
-
         policy = AtomicBaseline(method, spec.rule)
     else:
-        if spec.settings_key == "mcpp" and rule == PER_ATTEMPT:
-            params = {**(params or {}), "launch_rule": PER_ATTEMPT}  # the planner simulates the rule it runs under
+        if spec.launch_param and rule != spec.launch:  # a planner simulates the rule it runs under
+            params = {**(params or {}), spec.launch_param: rule}
         policy = make_policy(method, params, planning_arr)
     results = []
     for trial in trials:

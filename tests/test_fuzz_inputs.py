@@ -407,19 +407,25 @@ def check_run_json(run_dir: str, context: str) -> None:
     assert bad == [], f"{context}: non-finite numbers in run.json {bad}"
 
 
+def _prepare_case(data, tmp: str) -> dict:
+    """A pool (corrupted or not) written in ``tmp`` and harness settings for a ``prepare`` of it."""
+    lines = draw_pool_lines(data) if data.draw(st.booleans(), label="corrupt_pool") else [
+        json.dumps(d) for d in BASE_DAGS]
+    env = data.draw(harness_env(), label="env")
+    pool = os.path.join(tmp, "pool.jsonl")
+    write_pool_text(pool, lines)
+    env.update(DAG_POOL_PATH=pool, RESULTS_ROOT=os.path.join(tmp, "runs"), RUN_NAME="fuzz")
+    return env
+
+
 @_seeded
 @_settings(ci_examples=60)
 @given(data=st.data())
 def test_fuzz_harness_prepare_in_process(data):
     from harness.cli import main
 
-    lines = draw_pool_lines(data) if data.draw(st.booleans(), label="corrupt_pool") else [
-        json.dumps(d) for d in BASE_DAGS]
-    env = data.draw(harness_env(), label="env")
     with tempfile.TemporaryDirectory() as tmp:
-        pool = os.path.join(tmp, "pool.jsonl")
-        write_pool_text(pool, lines)
-        env.update(DAG_POOL_PATH=pool, RESULTS_ROOT=os.path.join(tmp, "runs"), RUN_NAME="fuzz")
+        env = _prepare_case(data, tmp)
         if data.draw(st.integers(0, 5), label="index") == 0:
             idx = os.path.join(tmp, "idx.json")
             with open(idx, "w", encoding="utf-8") as fh:
@@ -465,14 +471,9 @@ def test_fuzz_simulator_commands_in_subprocess(data):
 @_settings(ci_examples=3)
 @given(data=st.data())
 def test_fuzz_run_experiment_prepare_in_subprocess(data):
-    lines = draw_pool_lines(data) if data.draw(st.booleans(), label="corrupt_pool") else [
-        json.dumps(d) for d in BASE_DAGS]
-    env = data.draw(harness_env(), label="env")
     with tempfile.TemporaryDirectory() as tmp:
-        pool = os.path.join(tmp, "pool.jsonl")
-        write_pool_text(pool, lines)
-        env.update(DAG_POOL_PATH=pool, RESULTS_ROOT=os.path.join(tmp, "runs"), RUN_NAME="fuzz",
-                   PYTHON=sys.executable)
+        env = _prepare_case(data, tmp)
+        env["PYTHON"] = sys.executable
         full = {k: v for k, v in os.environ.items() if not k.startswith(HARNESS_ENV_PREFIXES)}
         r = run_command(["bash", os.path.join(ROOT, "run_experiment.sh"), "prepare"], env={**full, **env})
         context = f"run_experiment.sh prepare {env}"
