@@ -33,8 +33,9 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from .costs import charge_of_draw
-from .engine import sample_latency
-from .rng import _GOLDEN, fold, randint, uniform
+from .engine import CV_MAX, CV_MIN, sample_latency
+from .rng import _GOLDEN, fold, normal, randint, uniform
+from .rng import gamma as gamma_draw
 
 #: key field for "every candidate" (common random numbers)
 CRN_CANDIDATE = 0x7FFFFFFF
@@ -46,12 +47,16 @@ _BATCH_SHIFT = 4294967296  # 2**32: sub-key of batch b of node v is v * 2**32 + 
 class PlanBounds(NamedTuple):
     """Per-(DAG, episode) lower bounds for exact pruning (built once per episode, read by every decision).
 
-    All three are float64 arrays of shape (n, m), +inf where the model is unavailable.
+    The bounds are float64 arrays of shape (n, m), +inf where the model is unavailable; the
+    ``lat_*`` arrays are :func:`latency_params` (what parametric draws can compute once).
     """
 
     min_charge: np.ndarray  # smallest charged cost of one attempt (:func:`attempt_bounds`)
     min_lat: np.ndarray  # smallest latency of one attempt (:func:`attempt_bounds`)
     child_tail: np.ndarray  # longest path of min latencies strictly below each node (:func:`child_tails`)
+    lat_kind: np.ndarray  # int64 (n, m): parametric latency law of (v, j) after the checks (:func:`latency_params`)
+    lat_c0: np.ndarray  # float64 (n, m): its first constant
+    lat_c1: np.ndarray  # float64 (n, m): its second constant
 
 
 class DecisionState(NamedTuple):
@@ -165,10 +170,75 @@ def child_tails(arr, min_lat: np.ndarray) -> np.ndarray:
     return child
 
 
+#: parametric latency laws of :func:`latency_params` (after the std/mean checks of sample_latency)
+LAT_FIXED, LAT_LOGNORMAL, LAT_GAMMA, LAT_GAUSSIAN = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def latency_params(lat_dist, lat_mean, lat_std):
+    """Per (node, model): the law and two constants of :func:`~simulator.engine.sample_latency`.
+
+    ``sample_latency`` recomputes from (mean, std) at every draw what does not
+    depend on the draw (two logarithms, a square root, divisions); the kernel
+    draws from these constants instead, with the same operations in the same
+    order, so every latency is bit-identical (a test checks it on all laws).
+
+    Returns
+    -------
+    kind : int64 (n, m)
+        LAT_FIXED (c0 = the latency), LAT_LOGNORMAL (exp(c0 + c1 z)), LAT_GAMMA
+        (gamma(shape c0) x c1) or LAT_GAUSSIAN (c0 + c1 z); every draw is then
+        floored at 1e-3, as in ``sample_latency``.
+    c0, c1 : float64 (n, m)
+    """
+    n, m = lat_mean.shape
+    kind = np.zeros((n, m), dtype=np.int64)
+    c0 = np.zeros((n, m))
+    c1 = np.zeros((n, m))
+    for v in range(n):
+        for j in range(m):
+            mean, std = lat_mean[v, j], lat_std[v, j]
+            if std <= 0.0 or mean <= 0.0 or std / mean < CV_MIN:
+                kind[v, j] = LAT_FIXED
+                c0[v, j] = max(mean, 1e-3)
+                continue
+            if std / mean > CV_MAX:
+                std = mean * CV_MAX
+            if lat_dist == 0:
+                s2 = np.log(1.0 + (std / mean) ** 2)
+                kind[v, j] = LAT_LOGNORMAL
+                c0[v, j] = np.log(mean) - 0.5 * s2
+                c1[v, j] = np.sqrt(s2)
+            elif lat_dist == 1:
+                kind[v, j] = LAT_GAMMA
+                c0[v, j] = (mean / std) ** 2
+                c1[v, j] = std * std / mean
+            else:
+                kind[v, j] = LAT_GAUSSIAN
+                c0[v, j] = mean
+                c1[v, j] = std
+    return kind, c0, c1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _latency(kind, c0, c1, key):
+    """A parametric latency from :func:`latency_params` (uniforms 1.. of ``key``, as ``sample_latency``)."""
+    if kind == LAT_FIXED:
+        return c0
+    if kind == LAT_LOGNORMAL:
+        x = np.exp(c0 + c1 * normal(key, 1))
+    elif kind == LAT_GAMMA:
+        x = gamma_draw(key, 1, c0) * c1
+    else:
+        x = c0 + c1 * normal(key, 1)
+    return max(x, 1e-3)
+
+
 def plan_bounds(arr) -> PlanBounds:
-    """The pruning bounds of a DAG's planning statistics (once per episode)."""
+    """The pruning bounds and parametric latency constants of a DAG's planning statistics (once per episode)."""
     min_charge, min_lat = attempt_bounds(arr)
-    return PlanBounds(min_charge, min_lat, child_tails(arr, min_lat))
+    kind, c0, c1 = latency_params(arr.lat_dist, arr.lat_mean, arr.lat_std)
+    return PlanBounds(min_charge, min_lat, child_tails(arr, min_lat), kind, c0, c1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -330,10 +400,11 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     """
     # unpack once: reading tuple fields inside the loops costs a reference-count update each
     row_ptr, row_lat, row_succ, row_charge = arr.row_ptr, arr.row_lat, arr.row_succ, arr.row_charge
-    p, lat_mean, lat_std, tmpl_charge = arr.p, arr.lat_mean, arr.lat_std, arr.tmpl_charge
-    m, lat_dist, cil = arr.m, arr.lat_dist, arr.charge_is_latency
+    p, tmpl_charge = arr.p, arr.tmpl_charge
+    m, cil = arr.m, arr.charge_is_latency
     available, child_ptr, child_idx, parent_ptr = arr.available, arr.child_ptr, arr.child_idx, arr.parent_ptr
     min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
+    lat_kind, lat_c0, lat_c1 = bounds.lat_kind, bounds.lat_c0, bounds.lat_c1
     ready, completed0, parents_done0 = dec.ready, dec.completed, dec.parents_done
     inf_node, inf_model, inf_end = dec.inf_node, dec.inf_model, dec.inf_end
     inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
@@ -447,7 +518,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
                             sa = row_succ[ri]
                             ch = row_charge[ri]
                         else:
-                            sa, lat = _parametric(akey, p[u, j], lat_mean[u, j], lat_std[u, j], lat_dist)
+                            sa = uniform(akey, 0) < p[u, j]  # as _parametric, from the precomputed constants
+                            lat = _latency(lat_kind[u, j], lat_c0[u, j], lat_c1[u, j], akey)
                             ch = tmpl_charge[u, j]
                         ch = charge_of_draw(cil, ch, lat)
                         if per_attempt and cb + ch > room_b:  # refused: the attempts launched so far are the batch
