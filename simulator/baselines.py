@@ -16,7 +16,7 @@ from functools import partial
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .arrays import DagArrays
 from .engine import (
@@ -46,8 +46,10 @@ from .engine import (
 )
 from .errors import ConfigError
 from .graph import topological_order
+from .jit import compiled_only
 from .registry import COMPILED_BASELINE, PER_ATTEMPT, SCORED, MethodSpec
 from .rng import STREAM_STATIC, make_key, uniform
+from .threads import run_chunked
 
 SEQUENTIAL_KS = {"sequential": 1, **{f"sequential_{k}": k for k in (2, 4, 8, 16, 32, 64)}}
 STATIC_METHODS = (
@@ -141,7 +143,7 @@ def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, cou
         count[v] = np.int64(r)
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _run_episode(
     n, m, parent_ptr, child_ptr, child_idx, node_ids, available, row_ptr, rows, tmpl, legacy, dist, cil,
     scal, cnt, key, ni, nf, attempt_no, seq_k, static_count, cap, buf, req_model, req_count, mask,
@@ -217,7 +219,6 @@ def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, nod
         out_i[q, 2] = cnt[PLANNER_CALLS]
 
 
-@njit(cache=True, nogil=True)
 def run_baseline_trials(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c):
     """Simulate ``trials`` (D = inf) serially; outputs per trial row q.
 
@@ -228,14 +229,13 @@ def run_baseline_trials(arr, rule, budget, seed, dag, trials, out_f, out_i, node
     _trial_range(arr, rule, budget, seed, dag, trials, 0, trials.shape[0], out_f, out_i, node_i, node_c)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c):
-    """Same as :func:`run_baseline_trials`, trials spread over threads (keyed: same results)."""
-    n_chunks = min(trials.shape[0], 64)
-    for c in prange(n_chunks):
-        q0 = c * trials.shape[0] // n_chunks
-        q1 = (c + 1) * trials.shape[0] // n_chunks
+def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c) -> None:
+    """Same as :func:`run_baseline_trials`, chunks of trials on threads (keyed: same results)."""
+
+    def chunk(q0: int, q1: int) -> None:
         _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
+
+    run_chunked(chunk, trials.shape[0])
 
 
 class AtomicBaseline:

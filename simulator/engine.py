@@ -32,6 +32,7 @@ from .arrays import (
     TMPL_P,
 )
 from .costs import charge_of_draw
+from .jit import compiled_only
 from .rng import STREAM_ATTEMPT, fold, make_key, normal, randint, uniform
 from .rng import gamma as gamma_draw
 
@@ -124,7 +125,7 @@ def new_state(n, m, budget, deadline, seed, dag, trial):
     )
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def reset_state(scal, cnt, key, ni, nf, attempt_no, budget, deadline, seed, dag, trial):
     """Reuse a state's arrays for a new episode (no allocation in trial loops)."""
     scal[T] = 0.0
@@ -180,7 +181,7 @@ def sample_latency(dist, mean, std, key, j):
     return max(x, 1e-3)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     """One attempt of node v with model j from ``key``: (latency, success, charged cost).
 
@@ -202,7 +203,7 @@ def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     return lat, succ, charge_of_draw(cil, charge, lat)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def node_model_key(base_key, v, j):
     """Key of (run seed, DAG, trial, node v, model j); fold in the attempt index next."""
     return fold(fold(base_key, v), j)
@@ -213,7 +214,7 @@ def node_model_key(base_key, v, j):
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _ready(parent_ptr, ni, v):
     """Unlocked (all parents completed), not completed, nothing in flight."""
     return (
@@ -223,7 +224,7 @@ def _ready(parent_ptr, ni, v):
     )
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _start_batch(scal, ni, nf, v, j):
     ni[INFLIGHT, v] = 1
     nf[BATCH_END, v] = scal[T]
@@ -233,7 +234,7 @@ def _start_batch(scal, ni, nf, v, j):
     ni[BATCH_MODEL, v] = j
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     scal[BUDGET_LEFT] -= charge
     nf[NODE_COST, v] += charge
@@ -249,13 +250,13 @@ def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     ni[BATCH_COUNT, v] += 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _enqueue(cnt, ni, v):
     ni[QUEUE, cnt[N_INFLIGHT]] = v
     cnt[N_INFLIGHT] += 1
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _launch_per_attempt(
     n, m, node_ids, available, row_ptr, rows, tmpl, dist, cil,
     scal, cnt, key, ni, nf, attempt_no, req_model, req_count, cap, order_buf,
@@ -303,7 +304,7 @@ def _launch_per_attempt(
             _enqueue(cnt, ni, v)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[INFLIGHT, v] = 0
     ni[FINISHED, v] += ni[BATCH_COUNT, v]
@@ -316,7 +317,7 @@ def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[BATCH_COUNT, v] = 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def pop_earliest(queue, nq, end, limit):
     """Remove from ``queue[:nq]`` the node whose batch ends first (ties to the lower node) and return it.
 
@@ -354,7 +355,7 @@ def pop_earliest(queue, nq, end, limit):
     return v
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
     """Run the event loop until the policy must decide or the episode ends.
 
@@ -394,7 +395,7 @@ def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
             return NEED_DECISION_EVENT
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf, model_mask, use_legacy, cap):
     """Why an idle episode cannot go on: deadline, budget (no affordable model) or stalled."""
     if scal[T] >= scal[DEADLINE]:
@@ -410,7 +411,7 @@ def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf,
     return BUDGET_EXHAUSTED
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _first_uncompletable(n, m, available, tmpl, legacy, model_mask, use_legacy):
     """Position of the first node no allowed model can ever complete, or -1.
 
