@@ -119,11 +119,10 @@ def _topo(arr: DagArrays) -> list[int]:
     return topological_order(arr.parent_ptr, arr.parent_idx, arr.child_ptr, arr.child_idx)
 
 
-@njit(cache=True, nogil=True)
-def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, count):
-    """Fill per-node caps ``B_v`` and counts ``r_v`` of a static baseline."""
+@compiled_only
+def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, count, w):
+    """Fill per-node caps ``B_v`` and counts ``r_v`` of a static baseline (``w``: scratch of n floats)."""
     n = arr.n
-    w = np.empty(n)
     if random_shares:
         key = make_key(seed, dag, trial, STREAM_STATIC, 0, 0, 0)
         for v in range(n):
@@ -131,7 +130,9 @@ def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, cou
     else:
         for v in range(n):
             w[v] = weights[v]
-    s = w.sum()
+    s = 0.0
+    for v in range(n):  # in order from 0.0, as numpy-in-numba's w.sum()
+        s += w[v]
     for v in range(n):
         cap[v] = budget * w[v] / s
         kap = arr.kappa[v, arr.legacy[v]]
@@ -141,6 +142,39 @@ def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, cou
         if r > MAX_STATIC_COUNT:
             r = MAX_STATIC_COUNT
         count[v] = np.int64(r)
+
+
+@njit(cache=True, nogil=True)
+def _static_plan_entry(arr, weights, random_shares, budget, seed, dag, trial, cap, count, w):
+    """:func:`_static_plan`, callable from Python (the trial loop calls that one: no wrapper to build)."""
+    _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, count, w)
+
+
+def static_plan(arr: DagArrays, rule: BaselineRule, budget: float, seed: int, dag: int, trial: int):
+    """(caps ``B_v``, counts ``r_v``) of a static baseline in one trial: the compiled rule the episodes use."""
+    cap, count = np.zeros(arr.n), np.zeros(arr.n, dtype=np.int64)
+    _static_plan_entry(arr, rule.weights, rule.random_shares, float(budget), int(seed), int(dag), int(trial), cap,
+                       count, np.empty(arr.n))  # fmt: skip
+    return cap, count
+
+
+class TrialBuffers(NamedTuple):
+    """Scratch of the compiled trial loop, allocated once per call in Python (no allocation compiled in)."""
+
+    cap: np.ndarray  # float64 (n,) per-node cost caps (static baselines)
+    count: np.ndarray  # int64 (n,) per-node attempt counts (static baselines)
+    buf: np.ndarray  # int64 (n,) launch order
+    req_model: np.ndarray  # int64 (n,)
+    req_count: np.ndarray  # int64 (n,)
+    mask: np.ndarray  # bool (m,) models a node may use (none: the legacy model)
+    w: np.ndarray  # float64 (n,) static shares
+
+
+def trial_buffers(arr: DagArrays) -> TrialBuffers:
+    n, m = arr.n, arr.m
+    return TrialBuffers(np.full(n, np.inf), np.zeros(n, dtype=np.int64), np.empty(n, dtype=np.int64),
+                        np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.zeros(m, dtype=np.bool_),
+                        np.empty(n))  # fmt: skip
 
 
 @compiled_only
@@ -175,26 +209,20 @@ def _run_episode(
 
 
 @njit(cache=True, nogil=True)
-def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c):
-    """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once."""
+def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, st, tb):
+    """Trials ``trials[q0:q1]`` on the state ``st`` and scratch ``tb`` (reset per trial; arrays unpacked once)."""
     n, m = arr.n, arr.m
     seq_k = rule.seq_k
     parent_ptr, child_ptr, child_idx = arr.parent_ptr, arr.child_ptr, arr.child_idx
     node_ids, available, row_ptr, rows, tmpl = arr.node_ids, arr.available, arr.row_ptr, arr.rows, arr.tmpl
     legacy, dist, cil = arr.legacy, arr.lat_dist, arr.charge_is_latency
-    st = new_state(n, m, budget, np.inf, seed, dag, 0)
     scal, cnt, key, ni, nf, attempt_no = st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no
-    cap = np.full(n, np.inf)
-    count = np.zeros(n, dtype=np.int64)
-    buf = np.empty(n, dtype=np.int64)
-    req_model = np.empty(n, dtype=np.int64)
-    req_count = np.empty(n, dtype=np.int64)
-    mask = np.zeros(m, dtype=np.bool_)
+    cap, count, buf, req_model, req_count, mask = tb.cap, tb.count, tb.buf, tb.req_model, tb.req_count, tb.mask
     hopeless = _first_uncompletable(n, m, available, tmpl, legacy, mask, True) >= 0
     for q in range(q0, q1):
         trial = trials[q]
         if seq_k == 0:
-            _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count)
+            _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count, tb.w)
         reset_state(scal, cnt, key, ni, nf, attempt_no, budget, np.inf, seed, dag, trial)
         if hopeless:  # a node the legacy model can never complete: ends at once (engine._first_uncompletable)
             cnt[REASON] = STALLED
@@ -226,16 +254,19 @@ def run_baseline_trials(arr, rule, budget, seed, dag, trials, out_f, out_i, node
     (reason, total_rollouts, planner_calls); node_i[q, v] = (completed,
     started, finished, successes); node_c[q, v] = node cost.
     """
-    _trial_range(arr, rule, budget, seed, dag, trials, 0, trials.shape[0], out_f, out_i, node_i, node_c)
+    _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c, 0, trials.shape[0])
 
 
 def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c) -> None:
     """Same as :func:`run_baseline_trials`, chunks of trials on threads (keyed: same results)."""
 
-    def chunk(q0: int, q1: int) -> None:
-        _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
+    run_chunked(partial(_trial_chunk, arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c), trials.shape[0])
 
-    run_chunked(chunk, trials.shape[0])
+
+def _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c, q0: int, q1: int) -> None:
+    """Trials q0..q1-1 on a state and scratch of their own (a thread's chunk, or all of them)."""
+    st = new_state(arr.n, arr.m, budget, np.inf, seed, dag, 0)
+    _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, st, trial_buffers(arr))
 
 
 class AtomicBaseline:
@@ -273,9 +304,7 @@ class AtomicBaseline:
             count[ready] = self._rule.seq_k
             return self._legacy, count
         if self._count is None:  # the shares of the budget at the start (the first decision)
-            cap, self._count = np.full(n, np.inf), np.zeros(n, dtype=np.int64)
-            _static_plan(self._arr, self._rule.weights, self._rule.random_shares, float(view.budget_left),
-                         self._seed, self._dag, self._trial, cap, self._count)  # fmt: skip
+            _, self._count = static_plan(self._arr, self._rule, view.budget_left, self._seed, self._dag, self._trial)
         fresh = ready[~self._dispatched[ready]]
         count[fresh] = self._count[fresh]
         self._dispatched[fresh] = True

@@ -102,30 +102,25 @@ class EpisodeState(NamedTuple):
         return self.ni[BATCH_MODEL]
 
 
-@njit(cache=True, nogil=True)
-def new_state(n, m, budget, deadline, seed, dag, trial):
-    """Fresh state at t = 0 (roots are unlocked: no parents to wait for)."""
-    scal = np.empty(4)
-    scal[T] = 0.0
-    scal[BUDGET_LEFT] = budget
-    scal[DEADLINE] = deadline
-    scal[BUDGET] = budget
-    cnt = np.zeros(N_CNT, dtype=np.int64)
-    cnt[REASON] = RUNNING
-    cnt[EVENT_CAP] = MAX_EVENTS
-    key = np.empty(1, dtype=np.uint64)
-    key[0] = make_key(seed, dag, trial, STREAM_ATTEMPT, 0, 0, 0)
-    return EpisodeState(
-        scal,
-        cnt,
-        key,
-        np.zeros((N_INT_ROWS, n), dtype=np.int64),
-        np.zeros((2, n)),
-        np.zeros(n * m, dtype=np.int64),
+def new_state(n: int, m: int, budget: float, deadline: float, seed: int, dag: int, trial: int) -> EpisodeState:
+    """Fresh state at t = 0 (roots are unlocked: no parents to wait for).
+
+    Allocated here in numpy, filled by :func:`reset_state`: trial loops build
+    one state and reset it per trial, and no allocation is compiled in.
+    """
+    st = EpisodeState(
+        np.empty(4),
+        np.empty(N_CNT, dtype=np.int64),
+        np.empty(1, dtype=np.uint64),
+        np.empty((N_INT_ROWS, n), dtype=np.int64),
+        np.empty((2, n)),
+        np.empty(n * m, dtype=np.int64),
     )
+    reset_state(*st, float(budget), float(deadline), int(seed), int(dag), int(trial))
+    return st
 
 
-@compiled_only
+@njit(cache=True, nogil=True)
 def reset_state(scal, cnt, key, ni, nf, attempt_no, budget, deadline, seed, dag, trial):
     """Reuse a state's arrays for a new episode (no allocation in trial loops)."""
     scal[T] = 0.0
@@ -155,8 +150,8 @@ CV_MIN = 1e-100
 CV_MAX = 1e100
 
 
-@njit(cache=True, nogil=True)
-def sample_latency(dist, mean, std, key, j):
+@compiled_only
+def _sample_latency(dist, mean, std, key, j):
     """Parametric latency with the given mean/std, floored at 1e-3 (uniforms j.. of key).
 
     Finite for every finite ``mean, std >= 0`` a pool may hold (both at most
@@ -181,6 +176,12 @@ def sample_latency(dist, mean, std, key, j):
     return max(x, 1e-3)
 
 
+@njit(cache=True, nogil=True)
+def sample_latency(dist, mean, std, key, j):
+    """:func:`_sample_latency`, callable from Python (compiled code calls that one: no wrapper to build)."""
+    return _sample_latency(dist, mean, std, key, j)
+
+
 @compiled_only
 def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     """One attempt of node v with model j from ``key``: (latency, success, charged cost).
@@ -198,7 +199,7 @@ def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
         charge = rows[ROW_CHARGE, r]
     else:
         succ = uniform(key, 0) < tmpl[TMPL_P, v, j]
-        lat = sample_latency(dist, tmpl[TMPL_LAT_MEAN, v, j], tmpl[TMPL_LAT_STD, v, j], key, 1)
+        lat = _sample_latency(dist, tmpl[TMPL_LAT_MEAN, v, j], tmpl[TMPL_LAT_STD, v, j], key, 1)
         charge = tmpl[TMPL_CHARGE, v, j]
     return lat, succ, charge_of_draw(cil, charge, lat)
 

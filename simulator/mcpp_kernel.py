@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, uint64
 
 from .costs import charge_of_draw
-from .engine import pop_earliest, sample_latency
+from .engine import _sample_latency, pop_earliest
 from .jit import compiled_only
 from .rng import _GOLDEN, fold, randint, uniform
 from .threads import run_chunked
@@ -179,8 +179,8 @@ def _batch_key(sim_key, v, b):
     return fold(sim_key, v * _BATCH_SHIFT + b)
 
 
-@njit(cache=True, nogil=True)
-def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key):
+@compiled_only
+def _draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key):
     """:func:`simulator.engine.draw_attempt` on unpacked arrays (bit-identical results).
 
     The kernel passes arrays one by one: reading them through the DagArrays
@@ -222,9 +222,15 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
         charge = row_charge[r]
     else:
         succ = uniform(key, 0) < p[v, j]
-        lat = sample_latency(lat_dist, lat_mean[v, j], lat_std[v, j], key, 1)
+        lat = _sample_latency(lat_dist, lat_mean[v, j], lat_std[v, j], key, 1)
         charge = tmpl_charge[v, j]
     return lat, succ, charge_of_draw(cil, charge, lat)
+
+
+@njit(cache=True, nogil=True)
+def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key):
+    """:func:`_draw_flat`, callable from Python (the kernels call that one: no wrapper to build)."""
+    return _draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key)
 
 
 @compiled_only
@@ -243,7 +249,7 @@ def _draw_batch(
     Parameters
     ----------
     row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil
-        The DAG's draw tables, as in :func:`draw_flat`.
+        The DAG's draw tables, as in :func:`_draw_flat`.
     v, j : int
         Node and model positions.
     k : int
@@ -281,7 +287,7 @@ def _draw_batch(
     cost = 0.0
     succ = False
     for a in range(k):
-        lat, s, ch = draw_flat(
+        lat, s, ch = _draw_flat(
             row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist,
             cil, v, j, bkey + uint64(a) * _GOLDEN,
         )
