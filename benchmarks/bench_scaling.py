@@ -44,14 +44,13 @@ import numba
 import numpy as np
 
 from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
 from simulator.io_utils import atomic_write_json
 from simulator.mc_portfolio_policy import MCPortfolioPolicy
 from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool, pool_from_objects
-from simulator.scoring import paired_difference, wilson_interval
+from simulator.pool import pool_from_objects
 from simulator.testing import MODELS4, first_view, layered_dag
 
+from .bench_anytime import example_pool, paired_episodes
 from .bench_coldstart import COMMANDS, LABELS, cold_and_warm
 from .common import write_readme_section
 
@@ -138,38 +137,8 @@ def threads_part(sizes, reps: int, log) -> list[dict]:
 
 
 def quality(limit_ms: float, trials: int, ratios, log) -> dict:
-    """Paired episodes over the example pool: faithful vs anytime (same keys for the execution)."""
-    numba.set_num_threads(1)
-    pool = load_pool(str(ROOT / "examples" / "example_pool.jsonl"))
-    succ_f, succ_a, groups, walls = [], [], [], []
-    t0 = time.perf_counter()
-    for i in range(len(pool)):
-        arr = dag_arrays(pool, i, CostSetting())
-        for r in ratios:
-            b, dl = r * nominal_budget(arr), nominal_deadline(arr)
-            for tr in range(trials):
-                out = []
-                for params in ({"max_candidate_actions": 2048},
-                               {"max_candidate_actions": 2048, "time_limit_ms": limit_ms}):  # fmt: skip
-                    pol = MCPortfolioPolicy({**params, "dag_model_ids": pool[i].model_ids})
-                    res = run_policy_episode(arr, pol, b, dl, 42, int(pool[i].index), tr)
-                    out.append(res)
-                succ_f.append(float(out[0].success))
-                succ_a.append(float(out[1].success))
-                walls.append(out[1].diagnostics.get("mc_portfolio_wall_ms_max", 0.0))
-                groups.append(i)
-    d = paired_difference(np.array(succ_a) - np.array(succ_f), np.array(groups))
-    n = len(succ_f)
-    res = {
-        "episodes": n, "budget_ratios": list(ratios), "trials": trials, "limit_ms": limit_ms,
-        "faithful_p": float(np.mean(succ_f)), "faithful_ci": wilson_interval(sum(succ_f), n),
-        "anytime_p": float(np.mean(succ_a)), "anytime_ci": wilson_interval(sum(succ_a), n),
-        "diff": d["diff"], "diff_ci": [d["ci_low"], d["ci_high"]], "anytime_decision_ms_max": float(max(walls)),
-        "seconds": time.perf_counter() - t0,
-    }  # fmt: skip
-    log(f"quality: faithful {res['faithful_p']:.3f} anytime {res['anytime_p']:.3f} diff {res['diff']:+.3f} "
-        f"[{res['diff_ci'][0]:+.3f}, {res['diff_ci'][1]:+.3f}] over {n} paired episodes")  # fmt: skip
-    return res
+    """Paired episodes over the example pool: faithful vs anytime (:mod:`benchmarks.bench_anytime`)."""
+    return paired_episodes(example_pool(), ratios, trials, 2048, limit_ms, log, "quality")
 
 
 def cold(log) -> dict:
