@@ -9,7 +9,10 @@ progress bars fed by the shards' progress files.
 
 from __future__ import annotations
 
+import json
 import os
+import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -85,8 +88,94 @@ def _tail(path: str, n: int = 8) -> str:
         return ""
 
 
+def hosted_command(line: str) -> tuple[str, str, list[str]] | None:
+    """(python, run_shard.py path, flags) when a job line is exactly ``python .../run_shard.py FLAGS``.
+
+    Only such lines (as :meth:`harness.shards.ShardSpec.command` writes them)
+    may run in a :class:`ShardHost`; anything else (an edited line, shell
+    syntax) runs as its own process.
+    """
+    try:
+        parts = shlex.split(line)
+    except ValueError:
+        return None
+    if len(parts) < 2 or os.path.basename(parts[1]) != "run_shard.py" or not os.path.isabs(parts[1]):
+        return None
+    if " ".join(shlex.quote(a) for a in parts) != line.strip():
+        return None
+    return parts[0], parts[1], parts[2:]
+
+
+class ShardHost:
+    """The worker's side of :mod:`harness.shard_host`: one long-lived process that runs shard after shard.
+
+    Saves the start-up of a process per shard (imports and the compiled-code
+    cache, about a second). Started lazily by :class:`ShardRunner` in
+    :func:`auto_loop`; killed to stop a shard, as a shard process would be.
+    """
+
+    def __init__(self, python: str, script: str, env: dict) -> None:
+        from .shard_host import BOOT
+
+        root = os.path.dirname(script)
+        self.key = (python, script, env.get("NUMBA_NUM_THREADS"))
+        self.proc = subprocess.Popen(
+            [python, "-c", BOOT, root], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, cwd=root, preexec_fn=_set_pdeathsig,
+        )  # fmt: skip
+        self._buf = b""
+
+    def send(self, req: dict) -> bool:
+        """Hand over one shard; False if the host is gone."""
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def answer(self, timeout: float) -> int | str | None:
+        """The shard's exit code, None if still running, "dead" if the host ended without answering."""
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            return None
+        data = os.read(fd, 4096)
+        if not data:
+            self.proc.wait()
+            return "dead"
+        self._buf += data
+        if b"\n" not in self._buf:
+            return None
+        line, self._buf = self._buf.split(b"\n", 1)
+        return int(json.loads(line)["rc"])
+
+    def kill(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> None:
+        """End of input: the host exits after its current shard (none is running when this is called)."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+
 class ShardRunner:
-    """Runs shards of one run directory under claims (thread-safe per instance use)."""
+    """Runs shards of one run directory under claims (thread-safe per instance use).
+
+    With ``reuse_process`` (set by :func:`auto_loop`) the shards run one
+    after another in a :class:`ShardHost` instead of a process each; a host
+    that ends without answering is not used again and that shard is run as its
+    own process at once (same claim), so a problem of the host never costs a
+    shard attempt.
+    """
 
     def __init__(
         self,
@@ -104,6 +193,15 @@ class ShardRunner:
         self.state = ShardState(rd.state)
         self.log = log
         self.lines = rd.job_lines()
+        self.reuse_process = False
+        self._host: ShardHost | None = None
+        self._host_broken = False
+
+    def close(self) -> None:
+        """End the shard host, if one was started."""
+        if self._host is not None:
+            self._host.close()
+            self._host = None
 
     def run(self, n: int, foreground: bool = False) -> str:
         """Claim and run shard n. Returns done / skip / busy / error / failed / interrupted."""
@@ -139,16 +237,21 @@ class ShardRunner:
             )
             logf.flush()
             out = None if foreground else logf
-            proc = subprocess.Popen(
-                ["bash", "-c", self.lines[n]],
-                stdout=out,
-                stderr=subprocess.STDOUT if out is not None else None,
-                env=env,
-                cwd=self.rd.path,  # the job line's paths are relative to the run directory
-                preexec_fn=_set_pdeathsig,
-            )
-            interrupted = self._wait(proc, sid, total, attempt)
-        rc = proc.returncode
+            hosted = None if foreground or not self.reuse_process or self._host_broken else hosted_command(self.lines[n])
+            rc = interrupted = None
+            if hosted is not None:
+                rc, interrupted = self._run_hosted(hosted, env, log_path, sid, total, attempt)
+            if rc is None and not interrupted:
+                proc = subprocess.Popen(
+                    ["bash", "-c", self.lines[n]],
+                    stdout=out,
+                    stderr=subprocess.STDOUT if out is not None else None,
+                    env=env,
+                    cwd=self.rd.path,  # the job line's paths are relative to the run directory
+                    preexec_fn=_set_pdeathsig,
+                )
+                interrupted = self._wait(proc, sid, total, attempt)
+                rc = proc.returncode
         checks = verify_shard(spec, self.rd.outputs)
         bad = {d: c.problem for d, c in checks.items() if not c.ok}
         if rc == 0 and not bad:
@@ -173,6 +276,41 @@ class ShardRunner:
             + f"; log: {log_path}"
         )
         return verdict
+
+    def _run_hosted(self, hosted, env: dict, log_path: str, sid: str, total: int, attempt: int):
+        """Run the shard in the shard host: (exit code, interrupted); (None, False) if the host failed."""
+        python, script, argv = hosted
+        key = (python, script, env.get("NUMBA_NUM_THREADS"))
+        if self._host is not None and self._host.key != key:
+            self.close()
+        if self._host is None:
+            self._host = ShardHost(python, script, env)
+        host = self._host
+        req = {"script": script, "argv": argv, "cwd": self.rd.path, "log": log_path}
+        if host.send(req):
+            last = 0.0
+            prog_path = self.state.f(sid, "progress")
+            while True:
+                ans = host.answer(0.25)
+                if isinstance(ans, int):
+                    return ans, False
+                if ans == "dead":
+                    break
+                if self.stop.is_set():
+                    host.kill()
+                    self._host = None
+                    return None, True
+                now = time.time()
+                if now - last >= self.opts.heartbeat_seconds:
+                    last = now
+                    prog = _read_json(prog_path) or {}
+                    self.state.heartbeat(
+                        sid, self.worker, {"done": prog.get("done", 0), "total": total, "attempt": attempt}
+                    )
+        host.kill()
+        self._host = None
+        self._host_broken = True  # run this shard, and the next ones, as processes of their own
+        return None, False
 
     def _wait(self, proc: subprocess.Popen, sid: str, total: int, attempt: int) -> bool:
         """Wait for the shard process, heartbeating; True if stopped by ``self.stop``."""
@@ -219,20 +357,24 @@ def auto_loop(runner: ShardRunner, on_outcome: Callable[[int, str], None] | None
     """
     counts: dict[str, int] = {}
     n_shards = len(runner.rd.shards)
-    while not runner.stop.is_set():
-        ran = False
-        for n in range(n_shards):
-            if runner.stop.is_set():
+    runner.reuse_process = True  # one shard host for all the shards of this loop
+    try:
+        while not runner.stop.is_set():
+            ran = False
+            for n in range(n_shards):
+                if runner.stop.is_set():
+                    break
+                outcome = runner.run(n)
+                if outcome in ("skip", "busy"):
+                    continue
+                counts[outcome] = counts.get(outcome, 0) + 1
+                if on_outcome:
+                    on_outcome(n, outcome)
+                ran = True
+            if not ran:
                 break
-            outcome = runner.run(n)
-            if outcome in ("skip", "busy"):
-                continue
-            counts[outcome] = counts.get(outcome, 0) + 1
-            if on_outcome:
-                on_outcome(n, outcome)
-            ran = True
-        if not ran:
-            break
+    finally:
+        runner.close()
     return counts
 
 

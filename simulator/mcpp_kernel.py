@@ -33,9 +33,10 @@ import numpy as np
 from numba import njit, uint64
 
 from .costs import charge_of_draw
-from .engine import _sample_latency, pop_earliest
 from .jit import compiled_only
-from .rng import _GOLDEN, fold, randint, uniform
+from .engine import CV_MAX, CV_MIN, _sample_latency
+from .rng import _GOLDEN, fold, normal, randint, uniform
+from .rng import gamma as gamma_draw
 from .threads import run_chunked
 
 #: key field for "every candidate" (common random numbers)
@@ -48,12 +49,16 @@ _BATCH_SHIFT = 4294967296  # 2**32: sub-key of batch b of node v is v * 2**32 + 
 class PlanBounds(NamedTuple):
     """Per-(DAG, episode) lower bounds for exact pruning (built once per episode, read by every decision).
 
-    All three are float64 arrays of shape (n, m), +inf where the model is unavailable.
+    The bounds are float64 arrays of shape (n, m), +inf where the model is unavailable; the
+    ``lat_*`` arrays are :func:`latency_params` (what parametric draws can compute once).
     """
 
     min_charge: np.ndarray  # smallest charged cost of one attempt (:func:`attempt_bounds`)
     min_lat: np.ndarray  # smallest latency of one attempt (:func:`attempt_bounds`)
     child_tail: np.ndarray  # longest path of min latencies strictly below each node (:func:`child_tails`)
+    lat_kind: np.ndarray  # int64 (n, m): parametric latency law of (v, j) after the checks (:func:`latency_params`)
+    lat_c0: np.ndarray  # float64 (n, m): its first constant
+    lat_c1: np.ndarray  # float64 (n, m): its second constant
 
 
 class DecisionState(NamedTuple):
@@ -167,25 +172,104 @@ def child_tails(arr, min_lat: np.ndarray) -> np.ndarray:
     return child
 
 
+#: parametric latency laws of :func:`latency_params` (after the std/mean checks of sample_latency)
+LAT_FIXED, LAT_LOGNORMAL, LAT_GAMMA, LAT_GAUSSIAN = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def latency_params(lat_dist, lat_mean, lat_std):
+    """Per (node, model): the law and two constants of :func:`~simulator.engine.sample_latency`.
+
+    ``sample_latency`` recomputes from (mean, std) at every draw what does not
+    depend on the draw (two logarithms, a square root, divisions); the kernel
+    draws from these constants instead, with the same operations in the same
+    order, so every latency is bit-identical (a test checks it on all laws).
+
+    Returns
+    -------
+    kind : int64 (n, m)
+        LAT_FIXED (c0 = the latency), LAT_LOGNORMAL (exp(c0 + c1 z)), LAT_GAMMA
+        (gamma(shape c0) x c1) or LAT_GAUSSIAN (c0 + c1 z); every draw is then
+        floored at 1e-3, as in ``sample_latency``.
+    c0, c1 : float64 (n, m)
+    """
+    n, m = lat_mean.shape
+    kind = np.zeros((n, m), dtype=np.int64)
+    c0 = np.zeros((n, m))
+    c1 = np.zeros((n, m))
+    for v in range(n):
+        for j in range(m):
+            mean, std = lat_mean[v, j], lat_std[v, j]
+            if std <= 0.0 or mean <= 0.0 or std / mean < CV_MIN:
+                kind[v, j] = LAT_FIXED
+                c0[v, j] = max(mean, 1e-3)
+                continue
+            if std / mean > CV_MAX:
+                std = mean * CV_MAX
+            if lat_dist == 0:
+                s2 = np.log(1.0 + (std / mean) ** 2)
+                kind[v, j] = LAT_LOGNORMAL
+                c0[v, j] = np.log(mean) - 0.5 * s2
+                c1[v, j] = np.sqrt(s2)
+            elif lat_dist == 1:
+                kind[v, j] = LAT_GAMMA
+                c0[v, j] = (mean / std) ** 2
+                c1[v, j] = std * std / mean
+            else:
+                kind[v, j] = LAT_GAUSSIAN
+                c0[v, j] = mean
+                c1[v, j] = std
+    return kind, c0, c1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _latency(kind, c0, c1, key):
+    """A parametric latency from :func:`latency_params` (uniforms 1.. of ``key``, as ``sample_latency``)."""
+    if kind == LAT_FIXED:
+        return c0
+    if kind == LAT_LOGNORMAL:
+        x = np.exp(c0 + c1 * normal(key, 1))
+    elif kind == LAT_GAMMA:
+        x = gamma_draw(key, 1, c0) * c1
+    else:
+        x = c0 + c1 * normal(key, 1)
+    return max(x, 1e-3)
+
+
 def plan_bounds(arr) -> PlanBounds:
-    """The pruning bounds of a DAG's planning statistics (once per episode)."""
+    """The pruning bounds and parametric latency constants of a DAG's planning statistics (once per episode)."""
     min_charge, min_lat = attempt_bounds(arr)
-    return PlanBounds(min_charge, min_lat, child_tails(arr, min_lat))
+    kind, c0, c1 = latency_params(arr.lat_dist, arr.lat_mean, arr.lat_std)
+    return PlanBounds(min_charge, min_lat, child_tails(arr, min_lat), kind, c0, c1)
 
 
-@compiled_only
+@njit(cache=True, nogil=True, inline="always")
 def _batch_key(sim_key, v, b):
     """Key of batch number b of node v inside a simulation."""
     return fold(sim_key, v * _BATCH_SHIFT + b)
 
 
-@compiled_only
-def _draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key):
+@njit(cache=True, nogil=True, inline="always")
+def _row_of(key, lo, hi):
+    """Row drawn by an attempt of key ``key`` among rows lo..hi-1 (uniform with replacement)."""
+    return lo + randint(key, 0, hi - lo)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _parametric(key, p, mean, std, lat_dist):
+    """(success, latency) of a parametric attempt of key ``key`` (template p, mean, std)."""
+    return uniform(key, 0) < p, _sample_latency(lat_dist, mean, std, key, 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key):
     """:func:`simulator.engine.draw_attempt` on unpacked arrays (bit-identical results).
 
-    The kernel passes arrays one by one: reading them through the DagArrays
-    tuple in the hot loop is about twice slower (the compiler reloads them).
-    A test checks equality with ``draw_attempt`` on rows and parametric draws.
+    The kernel's simulation loop writes this draw out in place from the same
+    scalar pieces (:func:`_row_of`, :func:`_parametric`): an inlined call
+    that takes arrays costs an atomic reference-count update per array and
+    per call, which was most of a simulation's time. A test checks equality
+    of this function with ``draw_attempt`` on rows and parametric draws.
 
     Parameters
     ----------
@@ -216,94 +300,14 @@ def _draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmp
     lo = row_ptr[k]
     hi = row_ptr[k + 1]
     if hi > lo:
-        r = lo + randint(key, 0, hi - lo)
+        r = _row_of(key, lo, hi)
         lat = row_lat[r]
         succ = row_succ[r]
         charge = row_charge[r]
     else:
-        succ = uniform(key, 0) < p[v, j]
-        lat = _sample_latency(lat_dist, lat_mean[v, j], lat_std[v, j], key, 1)
+        succ, lat = _parametric(key, p[v, j], lat_mean[v, j], lat_std[v, j], lat_dist)
         charge = tmpl_charge[v, j]
     return lat, succ, charge_of_draw(cil, charge, lat)
-
-
-@njit(cache=True, nogil=True)
-def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key):
-    """:func:`_draw_flat`, callable from Python (the kernels call that one: no wrapper to build)."""
-    return _draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key)
-
-
-@compiled_only
-def _draw_batch(
-    row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil,
-    v, j, k, bkey, room_t, room_b, min_charge, min_lat, per_attempt=False,
-):
-    """Draw a batch of k attempts of node v with model j under the atomic (or per-attempt) rule.
-
-    Not feasible when a drawn latency exceeds ``room_t`` or the batch cost
-    exceeds ``room_b`` (both are a failure for the planner); rejected before
-    any draw when even the cheapest, fastest attempts cannot fit. Attempt a
-    uses the key ``bkey + a * golden`` (a Weyl sequence, as in SplitMix64:
-    one mixing round per uniform).
-
-    Parameters
-    ----------
-    row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil
-        The DAG's draw tables, as in :func:`_draw_flat`.
-    v, j : int
-        Node and model positions.
-    k : int
-        Number of attempts (>= 1).
-    bkey : uint64
-        The batch's key (:func:`_batch_key`).
-    room_t : float
-        Time left before the deadline (relative to the batch start).
-    room_b : float
-        Budget left.
-    min_charge, min_lat : float64 (n, m)
-        :class:`PlanBounds` fields.
-    per_attempt : bool
-        The per-attempt rule: the attempts the budget can pay are launched,
-        the first one it cannot pay is refused and ends the batch (its draw is
-        consumed). A latency past ``room_t`` is a failure under both rules
-        (the batch would end after the deadline). A node none of whose
-        attempts can be paid now counts as a failure of the simulation (the
-        execution would try it again at a later decision with a fresh draw:
-        the planner's one simplification of that rule, docs/mcpp.md).
-
-    Returns
-    -------
-    feasible : bool
-    end : float
-        Largest drawn latency (relative to the batch start); 0 if not feasible.
-    success : bool
-        OR of the attempts' successes.
-    cost : float
-        Sum of the attempts' charges.
-    """
-    if min_lat[v, j] > room_t or (1 if per_attempt else k) * min_charge[v, j] > room_b:
-        return False, 0.0, False, 0.0
-    end = 0.0
-    cost = 0.0
-    succ = False
-    for a in range(k):
-        lat, s, ch = _draw_flat(
-            row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist,
-            cil, v, j, bkey + uint64(a) * _GOLDEN,
-        )
-        if per_attempt and cost + ch > room_b:  # refused: the attempts launched so far are the batch
-            if a == 0:
-                return False, 0.0, False, 0.0
-            break
-        if lat > room_t:
-            return False, 0.0, False, 0.0
-        cost += ch
-        if cost > room_b:
-            return False, 0.0, False, 0.0
-        if lat > end:
-            end = lat
-        succ = succ or s
-    return True, end, succ, cost
 
 
 @compiled_only
@@ -357,32 +361,6 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
 
 
 @compiled_only
-def _redraw_inflight(p, inf_node, inf_model, inf_end, inf_nrem, inf_already, sim_key, batch_end, batch_succ, queue):
-    """Queue the in-flight batches of one simulation; returns the queue length.
-
-    A batch keeps its known end; its success is redrawn per unfinished
-    attempt as Bernoulli(p) (key: batch number 0 of the node) unless one of
-    its finished attempts already succeeded.
-    """
-    nq = 0
-    for q in range(inf_node.shape[0]):
-        v = inf_node[q]
-        s = inf_already[q]
-        if not s:
-            pv = p[v, inf_model[q]]
-            ikey = _batch_key(sim_key, v, 0)
-            for a in range(inf_nrem[q]):
-                if uniform(ikey, a) < pv:
-                    s = True
-                    break
-        batch_end[v] = inf_end[q]
-        batch_succ[v] = s
-        queue[nq] = v
-        nq += 1
-    return nq
-
-
-@compiled_only
 def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
@@ -424,10 +402,11 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     """
     # unpack once: reading tuple fields inside the loops costs a reference-count update each
     row_ptr, row_lat, row_succ, row_charge = arr.row_ptr, arr.row_lat, arr.row_succ, arr.row_charge
-    p, lat_mean, lat_std, tmpl_charge = arr.p, arr.lat_mean, arr.lat_std, arr.tmpl_charge
-    m, lat_dist, cil = arr.m, arr.lat_dist, arr.charge_is_latency
+    p, tmpl_charge = arr.p, arr.tmpl_charge
+    m, cil = arr.m, arr.charge_is_latency
     available, child_ptr, child_idx, parent_ptr = arr.available, arr.child_ptr, arr.child_idx, arr.parent_ptr
     min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
+    lat_kind, lat_c0, lat_c1 = bounds.lat_kind, bounds.lat_c0, bounds.lat_c1
     ready, completed0, parents_done0 = dec.ready, dec.completed, dec.parents_done
     inf_node, inf_model, inf_end = dec.inf_node, dec.inf_model, dec.inf_end
     inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
@@ -440,8 +419,9 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     pair_key = fold(fold(dec.key, CRN_CANDIDATE if dec.crn else c), pm)
 
     n = completed0.shape[0]
+    R = ready.shape[0]
     busy = np.zeros(n, dtype=np.bool_)  # ready or in flight at the decision
-    for r in range(ready.shape[0]):
+    for r in range(R):
         busy[ready[r]] = True
     for q in range(inf_node.shape[0]):
         busy[inf_node[q]] = True
@@ -462,6 +442,11 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     for v in range(n):
         if completed0[v]:
             n_completed0 += 1
+    n_par = np.empty(n, dtype=np.int64)
+    for v in range(n):
+        n_par[v] = parent_ptr[v + 1] - parent_ptr[v]
+    # No inlined call below takes an array: each would cost an atomic
+    # reference-count update per array and per call (see draw_flat).
     wins = 0
     for s_idx in range(s_lo, s_hi):
         sim_key = fold(pair_key, s_idx)
@@ -470,40 +455,106 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
             completed[v] = completed0[v]
             parents_done[v] = parents_done0[v]
             batch_no[v] = 1
-        nq = _redraw_inflight(
-            p, inf_node, inf_model, inf_end, inf_nrem, inf_already, sim_key, batch_end, batch_succ, queue
-        )
-        # the candidate action (atomic launch over every ready node)
-        t = 0.0
-        cost = 0.0
-        alive = True
-        for r in range(ready.shape[0]):
-            v = ready[r]
-            ok, end, s, ch = _draw_batch(
-                row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m,
-                lat_dist, cil, v, act_model[r], act_count[r], _batch_key(sim_key, v, batch_no[v]), horizon,
-                budget - cost, min_charge, min_lat, per_attempt,
-            )
-            if not ok:
-                alive = False
-                break
-            if prune and end + child_tail[v, mem_model] > horizon:
-                alive = False
-                break
-            cost += ch
-            batch_no[v] += 1
-            batch_end[v] = end
-            batch_succ[v] = s
+        # the in-flight batches: known end; success redrawn per unfinished attempt
+        # as Bernoulli(p) (key: batch 0 of the node) unless one already succeeded
+        nq = 0
+        for q in range(inf_node.shape[0]):
+            v = inf_node[q]
+            sq = inf_already[q]
+            if not sq:
+                pv = p[v, inf_model[q]]
+                ikey = _batch_key(sim_key, v, 0)
+                for a in range(inf_nrem[q]):
+                    if uniform(ikey, a) < pv:
+                        sq = True
+                        break
+            batch_end[v] = inf_end[q]
+            batch_succ[v] = sq
             queue[nq] = v
             nq += 1
-        if not alive:
-            continue
-        budget_left = budget - cost
+        t = 0.0
+        budget_left = budget
         need = need0  # least cost of the first batches of the nodes not launched yet
-        if prune and budget_left < need:
-            continue
         steps = 0
+        first = True  # the candidate action (atomic launch over every ready node), then the member's
+        n_new = R
         while True:
+            if first or (n_completed < n and t < horizon and n_new > 0):
+                # a decision: the candidate's batches, later (mem_model, mem_k) on every node that
+                # became ready (the failed node, or children just unlocked), atomic launch
+                cost = 0.0
+                alive = True
+                room_t = horizon - t
+                for r in range(n_new):
+                    if first:
+                        u = ready[r]
+                        j = act_model[r]
+                        k = act_count[r]
+                    else:
+                        u = new_ready[r]
+                        j = mem_model
+                        k = mem_k
+                        if not available[u, j]:
+                            alive = False
+                            break
+                    # draw a batch of k attempts of u with model j (see draw_flat): not feasible when
+                    # a latency exceeds room_t or the cost the budget left; rejected before any draw
+                    # when even the cheapest, fastest attempts cannot fit. Attempt a uses the key
+                    # bkey + a * golden (a Weyl sequence, one mixing round per uniform).
+                    room_b = budget_left - cost
+                    if min_lat[u, j] > room_t or (1 if per_attempt else k) * min_charge[u, j] > room_b:
+                        alive = False
+                        break
+                    bkey = _batch_key(sim_key, u, batch_no[u])
+                    kr = u * m + j
+                    lo = row_ptr[kr]
+                    hi = row_ptr[kr + 1]
+                    end = 0.0
+                    cb = 0.0
+                    sb = False
+                    for a in range(k):
+                        akey = bkey + uint64(a) * _GOLDEN
+                        if hi > lo:
+                            ri = _row_of(akey, lo, hi)
+                            lat = row_lat[ri]
+                            sa = row_succ[ri]
+                            ch = row_charge[ri]
+                        else:
+                            sa = uniform(akey, 0) < p[u, j]  # as _parametric, from the precomputed constants
+                            lat = _latency(lat_kind[u, j], lat_c0[u, j], lat_c1[u, j], akey)
+                            ch = tmpl_charge[u, j]
+                        ch = charge_of_draw(cil, ch, lat)
+                        if per_attempt and cb + ch > room_b:  # refused: the attempts launched so far are the batch
+                            if a == 0:
+                                alive = False
+                            break
+                        if lat > room_t:
+                            alive = False
+                            break
+                        cb += ch
+                        if cb > room_b:
+                            alive = False
+                            break
+                        if lat > end:
+                            end = lat
+                        sb = sb or sa
+                    if not alive or (prune and t + end + child_tail[u, mem_model] > horizon):
+                        alive = False
+                        break
+                    if prune and batch_no[u] == 1 and not busy[u]:
+                        need -= mem_k * min_charge[u, mem_model]  # first launch of a node counted in need
+                    cost += cb
+                    batch_no[u] += 1
+                    batch_end[u] = t + end
+                    batch_succ[u] = sb
+                    queue[nq] = u
+                    nq += 1
+                if not alive:
+                    break
+                budget_left -= cost
+                if prune and budget_left < need:
+                    break
+                first = False
             if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)
                 wins += 1
                 break
@@ -511,9 +562,17 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
                 break
             if nq == 0:
                 break
-            v = pop_earliest(queue, nq, batch_end, horizon)
-            if v < 0:  # the earliest batch ends after the deadline
+            # the next batch end (simulator.engine.pop_earliest, written out: ties to the lower node)
+            best = 0
+            for q in range(1, nq):
+                uq = queue[q]
+                wq = queue[best]
+                if batch_end[uq] < batch_end[wq] or (batch_end[uq] == batch_end[wq] and uq < wq):
+                    best = q
+            v = queue[best]
+            if batch_end[v] > horizon:  # the earliest batch ends after the deadline
                 break
+            queue[best] = queue[nq - 1]
             nq -= 1
             t = batch_end[v]
             steps += 1
@@ -526,41 +585,12 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
                 for e in range(child_ptr[v], child_ptr[v + 1]):
                     u = child_idx[e]
                     parents_done[u] += 1
-                    if parents_done[u] == parent_ptr[u + 1] - parent_ptr[u]:
+                    if parents_done[u] == n_par[u]:
                         new_ready[n_new] = u
                         n_new += 1
             else:
                 new_ready[n_new] = v
                 n_new += 1
-            if n_completed < n and t < horizon and n_new > 0:
-                # the member's decision: (mem_model, mem_k) on every ready node, atomic launch
-                cost = 0.0
-                for r in range(n_new):
-                    u = new_ready[r]
-                    if not available[u, mem_model]:
-                        alive = False
-                        break
-                    ok, end, s, ch = _draw_batch(
-                        row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge,
-                        m, lat_dist, cil, u, mem_model, mem_k, _batch_key(sim_key, u, batch_no[u]),
-                        horizon - t, budget_left - cost, min_charge, min_lat, per_attempt,
-                    )
-                    if not ok or (prune and t + end + child_tail[u, mem_model] > horizon):
-                        alive = False
-                        break
-                    if prune and batch_no[u] == 1 and not busy[u]:
-                        need -= mem_k * min_charge[u, mem_model]  # first launch of a node counted in need
-                    cost += ch
-                    batch_no[u] += 1
-                    batch_end[u] = t + end
-                    batch_succ[u] = s
-                    queue[nq] = u
-                    nq += 1
-                if not alive:
-                    break
-                budget_left -= cost
-                if prune and budget_left < need:
-                    break
     return wins
 
 

@@ -13,7 +13,7 @@ import pytest
 from numba import njit
 
 from simulator.arrays import CostSetting, build_arrays, dag_arrays
-from simulator.engine import draw_attempt
+from simulator.engine import CV_MAX, CV_MIN, draw_attempt, sample_latency
 from simulator.episode import DecisionView, run_policy_episode
 from simulator.errors import ConfigError
 from simulator.mc_portfolio_policy import (
@@ -22,7 +22,7 @@ from simulator.mc_portfolio_policy import (
     SeqMemberPolicy,
     hoeffding_epsilon,
 )
-from simulator.mcpp_kernel import draw_flat
+from simulator.mcpp_kernel import _latency, draw_flat, latency_params
 from simulator.mcpp_params import mcpp_params_from_env, resolve_params
 from simulator.methods import make_policy
 from simulator.nominal import nominal_budget, nominal_deadline
@@ -65,6 +65,19 @@ def test_kernel_draw_is_the_simulators_draw(dist, mode):
         arr = build_arrays(pool[0], CostSetting(cost_mode=mode, latency_dist=dist))
         _, same = _draws(arr, 1, 2, keys)
         assert same
+
+
+@pytest.mark.parametrize("dist", [0, 1, 2])
+def test_kernel_parametric_latency_is_sample_latency(dist):
+    """The kernel's precomputed laws give every latency bit for bit (fixed, clamped and ordinary cases)."""
+    means = np.array([[10.0, 3.0, 0.0, 5.0, 1e-4, 7.0, 2.0]])
+    stds = np.array([[4.0, 6.0, 1.0, 0.0, 1e-5, 7.0 * CV_MIN * 0.5, 2.0 * CV_MAX * 4.0]])
+    kind, c0, c1 = latency_params(dist, means, stds)
+    keys = np.arange(1, 301, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    for j in range(means.shape[1]):
+        got = [_latency(kind[0, j], c0[0, j], c1[0, j], k) for k in keys]
+        want = [sample_latency(dist, means[0, j], stds[0, j], k, 1) for k in keys]
+        assert np.array_equal(np.array(got), np.array(want)), (dist, j)
 
 
 def test_single_node_hand_computed_best():
