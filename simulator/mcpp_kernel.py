@@ -33,8 +33,8 @@ import numpy as np
 from numba import njit, uint64
 
 from .costs import charge_of_draw
-from .jit import compiled_only
 from .engine import CV_MAX, CV_MIN, _sample_latency
+from .jit import compiled_only
 from .rng import _GOLDEN, fold, normal, randint, uniform
 from .rng import gamma as gamma_draw
 from .threads import run_chunked
