@@ -32,7 +32,7 @@ from .arrays import (
     TMPL_P,
 )
 from .costs import charge_of_draw
-from .jit import compiled_only
+from .jit import compiled_inline, compiled_only
 from .rng import STREAM_ATTEMPT, fold, make_key, normal, randint, uniform
 from .rng import gamma as gamma_draw
 
@@ -182,7 +182,7 @@ def sample_latency(dist, mean, std, key, j):
     return _sample_latency(dist, mean, std, key, j)
 
 
-@compiled_only
+@compiled_inline
 def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     """One attempt of node v with model j from ``key``: (latency, success, charged cost).
 
@@ -204,7 +204,7 @@ def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     return lat, succ, charge_of_draw(cil, charge, lat)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def node_model_key(base_key, v, j):
     """Key of (run seed, DAG, trial, node v, model j); fold in the attempt index next."""
     return fold(fold(base_key, v), j)
@@ -215,7 +215,7 @@ def node_model_key(base_key, v, j):
 # ---------------------------------------------------------------------------
 
 
-@compiled_only
+@compiled_inline
 def _ready(parent_ptr, ni, v):
     """Unlocked (all parents completed), not completed, nothing in flight."""
     return (
@@ -225,7 +225,7 @@ def _ready(parent_ptr, ni, v):
     )
 
 
-@compiled_only
+@compiled_inline
 def _start_batch(scal, ni, nf, v, j):
     ni[INFLIGHT, v] = 1
     nf[BATCH_END, v] = scal[T]
@@ -235,7 +235,7 @@ def _start_batch(scal, ni, nf, v, j):
     ni[BATCH_MODEL, v] = j
 
 
-@compiled_only
+@compiled_inline
 def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     scal[BUDGET_LEFT] -= charge
     nf[NODE_COST, v] += charge
@@ -251,7 +251,7 @@ def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     ni[BATCH_COUNT, v] += 1
 
 
-@compiled_only
+@compiled_inline
 def _enqueue(cnt, ni, v):
     ni[QUEUE, cnt[N_INFLIGHT]] = v
     cnt[N_INFLIGHT] += 1
@@ -305,7 +305,7 @@ def _launch_per_attempt(
             _enqueue(cnt, ni, v)
 
 
-@compiled_only
+@compiled_inline
 def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[INFLIGHT, v] = 0
     ni[FINISHED, v] += ni[BATCH_COUNT, v]
@@ -318,7 +318,7 @@ def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[BATCH_COUNT, v] = 0
 
 
-@compiled_only
+@compiled_inline
 def pop_earliest(queue, nq, end, limit):
     """Remove from ``queue[:nq]`` the node whose batch ends first (ties to the lower node) and return it.
 
