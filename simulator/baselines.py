@@ -158,25 +158,6 @@ def static_plan(arr: DagArrays, rule: BaselineRule, budget: float, seed: int, da
     return cap, count
 
 
-class TrialBuffers(NamedTuple):
-    """Scratch of the compiled trial loop, allocated once per call in Python (no allocation compiled in)."""
-
-    cap: np.ndarray  # float64 (n,) per-node cost caps (static baselines)
-    count: np.ndarray  # int64 (n,) per-node attempt counts (static baselines)
-    buf: np.ndarray  # int64 (n,) launch order
-    req_model: np.ndarray  # int64 (n,)
-    req_count: np.ndarray  # int64 (n,)
-    mask: np.ndarray  # bool (m,) models a node may use (none: the legacy model)
-    w: np.ndarray  # float64 (n,) static shares
-
-
-def trial_buffers(arr: DagArrays) -> TrialBuffers:
-    n, m = arr.n, arr.m
-    return TrialBuffers(np.full(n, np.inf), np.zeros(n, dtype=np.int64), np.empty(n, dtype=np.int64),
-                        np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.zeros(m, dtype=np.bool_),
-                        np.empty(n))  # fmt: skip
-
-
 @compiled_only
 def _run_episode(
     n, m, parent_ptr, child_ptr, child_idx, node_ids, available, row_ptr, rows, tmpl, legacy, dist, cil,
@@ -209,20 +190,34 @@ def _run_episode(
 
 
 @njit(cache=True, nogil=True)
-def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, st, tb):
-    """Trials ``trials[q0:q1]`` on the state ``st`` and scratch ``tb`` (reset per trial; arrays unpacked once)."""
+def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c):
+    """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once (reset per trial).
+
+    The state and scratch are allocated here, not passed in: LLVM then knows
+    they alias nothing (measured 10-20% faster than arrays from Python).
+    """
     n, m = arr.n, arr.m
     seq_k = rule.seq_k
     parent_ptr, child_ptr, child_idx = arr.parent_ptr, arr.child_ptr, arr.child_idx
     node_ids, available, row_ptr, rows, tmpl = arr.node_ids, arr.available, arr.row_ptr, arr.rows, arr.tmpl
     legacy, dist, cil = arr.legacy, arr.lat_dist, arr.charge_is_latency
+    st = new_state(n, m, budget, np.inf, seed, dag, np.int64(0))  # np.int64: not a literal (one compile)
     scal, cnt, key, ni, nf, attempt_no = st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no
-    cap, count, buf, req_model, req_count, mask = tb.cap, tb.count, tb.buf, tb.req_model, tb.req_count, tb.mask
+    cap = np.empty(n, dtype=np.float64)  # np.empty only: one compiled allocation per dtype and rank
+    cap[:] = np.inf
+    count = np.empty(n, dtype=np.int64)
+    count[:] = 0
+    buf = np.empty(n, dtype=np.int64)
+    req_model = np.empty(n, dtype=np.int64)
+    req_count = np.empty(n, dtype=np.int64)
+    mask = np.empty(m, dtype=np.bool_)
+    mask[:] = False
+    w = np.empty(n, dtype=np.float64)
     hopeless = _first_uncompletable(n, m, available, tmpl, legacy, mask, True) >= 0
     for q in range(q0, q1):
         trial = trials[q]
         if seq_k == 0:
-            _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count, tb.w)
+            _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count, w)
         reset_state(scal, cnt, key, ni, nf, attempt_no, budget, np.inf, seed, dag, trial)
         if hopeless:  # a node the legacy model can never complete: ends at once (engine._first_uncompletable)
             cnt[REASON] = STALLED
@@ -264,9 +259,8 @@ def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, ou
 
 
 def _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c, q0: int, q1: int) -> None:
-    """Trials q0..q1-1 on a state and scratch of their own (a thread's chunk, or all of them)."""
-    st = new_state(arr.n, arr.m, budget, np.inf, seed, dag, 0)
-    _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, st, trial_buffers(arr))
+    """Trials q0..q1-1 (a thread's chunk, or all of them)."""
+    _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
 
 
 class AtomicBaseline:

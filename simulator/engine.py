@@ -102,21 +102,24 @@ class EpisodeState(NamedTuple):
         return self.ni[BATCH_MODEL]
 
 
-def new_state(n: int, m: int, budget: float, deadline: float, seed: int, dag: int, trial: int) -> EpisodeState:
+@njit(cache=True, nogil=True)
+def new_state(n, m, budget, deadline, seed, dag, trial):
     """Fresh state at t = 0 (roots are unlocked: no parents to wait for).
 
-    Allocated here in numpy, filled by :func:`reset_state`: trial loops build
-    one state and reset it per trial, and no allocation is compiled in.
+    Allocated in compiled code, so that the trial loops' arrays are their own
+    (LLVM then knows they do not alias: the baseline loop measured 10-20%
+    slower on arrays passed in from Python), with ``np.empty`` only (one
+    compiled allocation per dtype and rank), and filled by :func:`reset_state`.
     """
     st = EpisodeState(
-        np.empty(4),
+        np.empty(4, dtype=np.float64),
         np.empty(N_CNT, dtype=np.int64),
         np.empty(1, dtype=np.uint64),
         np.empty((N_INT_ROWS, n), dtype=np.int64),
-        np.empty((2, n)),
+        np.empty((2, n), dtype=np.float64),
         np.empty(n * m, dtype=np.int64),
     )
-    reset_state(*st, float(budget), float(deadline), int(seed), int(dag), int(trial))
+    reset_state(st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no, budget, deadline, seed, dag, trial)
     return st
 
 
