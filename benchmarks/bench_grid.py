@@ -13,8 +13,14 @@ the ratio is taken per pair, since on a shared machine only side-by-side
 ratios mean something. Records of all runs must be identical (timing fields
 aside, as ``harness.merge.strip_timing``).
 
+It also measures the faithful planner's first decision on the synthetic
+4-model layered DAGs of ``bench_scaling`` (40 and 80 nodes, width 4, caps 260
+and 2048, M = 8, one thread) in both trees, alternating, with the µs per
+simulation, the ratio and a digest of every pair's wins (must be equal).
+
     python -m benchmarks.bench_grid                    # against 5f48d5e, 2 warm pairs
     python -m benchmarks.bench_grid --rev HEAD~3 --pairs 3
+    python -m benchmarks.bench_grid --skip-grid        # only the faithful decisions
     python -m benchmarks.bench_grid --write-readme     # also the section in benchmarks/README.md
 
 Never run by the test suite (minutes of wall time).
@@ -80,6 +86,68 @@ def run_grid(tree: str, results: str, cache: str, pool: str, trials: int) -> flo
     return wall
 
 
+#: run in each tree (cwd = the tree): µs/simulation of the faithful first decision and a digest of all pair wins
+FAITHFUL_SCRIPT = r"""
+import hashlib, json, sys, time
+sys.path.insert(0, ".")
+import numba
+numba.set_num_threads(1)
+import simulator.mc_portfolio_policy as mpp
+from simulator.arrays import CostSetting, dag_arrays
+from simulator.mc_portfolio_policy import MCPortfolioPolicy
+from simulator.nominal import nominal_budget, nominal_deadline
+from simulator.pool import pool_from_objects
+from simulator.testing import MODELS4, first_view, layered_dag
+n, cap, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+arr = dag_arrays(pool_from_objects([layered_dag(7, n_nodes=n, width=4, models=MODELS4)]), 0, CostSetting())
+pol = MCPortfolioPolicy({"max_candidate_actions": cap, "M": 8})
+pol.reset(arr, 42, 0, 0)
+view = first_view(arr, nominal_budget(arr), nominal_deadline(arr))
+wins = []
+serial = mpp.run_pairs_serial
+def spy(*a):
+    serial(*a)
+    wins.append(a[-1].copy())
+mpp.run_pairs_serial = spy
+d = pol.decide(view)  # warm-up (loads the compiled code), and the wins
+mpp.run_pairs_serial = serial
+best = 1e9
+for _ in range(reps):
+    t = time.perf_counter()
+    d = pol.decide(view)
+    best = min(best, time.perf_counter() - t)
+h = hashlib.sha256(b"".join(w.tobytes() for w in wins)).hexdigest()
+print(json.dumps({"us_per_sim": best / d.n_simulations * 1e6, "ms": best * 1e3, "candidate": d.candidate,
+                  "member": d.member, "score": d.score, "wins_sha256": h}))
+"""
+
+FAITHFUL_CASES = ((40, 260), (40, 2048), (80, 260), (80, 2048))
+
+
+def faithful(trees: dict, caches: dict, rounds: int, reps: int) -> list[dict]:
+    """The faithful first decision in both trees, alternating (old, new, new, old, ...), one thread."""
+    rows = []
+    for n, cap in FAITHFUL_CASES:
+        out = {"old": [], "new": []}
+        for i in range(rounds):
+            for which in (("old", "new") if i % 2 == 0 else ("new", "old")):
+                env = {**os.environ, "NUMBA_NUM_THREADS": "1", "NUMBA_CACHE_DIR": caches[which],
+                       "PYTHONPATH": trees[which]}  # fmt: skip
+                p = subprocess.run([sys.executable, "-c", FAITHFUL_SCRIPT, str(n), str(cap), str(reps)],
+                                   cwd=trees[which], env=env, capture_output=True, text=True, check=True)  # fmt: skip
+                out[which].append(json.loads(p.stdout.strip().splitlines()[-1]))
+        ratios = [o["us_per_sim"] / w["us_per_sim"] for o, w in zip(out["old"], out["new"])]
+        same = len({r["wins_sha256"] for r in out["old"] + out["new"]}) == 1 and len(
+            {(r["candidate"], r["member"], r["score"]) for r in out["old"] + out["new"]}) == 1  # fmt: skip
+        row = {"nodes": n, "models": 4, "cap": cap, "M": 8, "old_us": statistics.median(r["us_per_sim"] for r in out["old"]),
+               "new_us": statistics.median(r["us_per_sim"] for r in out["new"]), "ratios": ratios,
+               "ratio_median": statistics.median(ratios), "identical": same}  # fmt: skip
+        rows.append(row)
+        print(f"faithful n={n} cap={cap}: {row['old_us']:.3f} -> {row['new_us']:.3f} us/sim, x{row['ratio_median']:.2f} "
+              f"(pairs {', '.join(f'{r:.2f}' for r in ratios)}), identical: {same}", flush=True)  # fmt: skip
+    return rows
+
+
 def records(results: str) -> dict:
     """Records per cell, timing fields removed (the same rule as the example digest)."""
     cells = os.path.join(results, "grid", "merged", "cells")
@@ -98,30 +166,50 @@ def records(results: str) -> dict:
 
 
 def markdown(res: dict) -> str:
-    old, new = res["old"], res["new"]
     lines = [
         START,
-        "## The 1-model grid end to end (`benchmarks/bench_grid.py`)",
+        "## Before/after: the 1-model grid end to end and faithful decisions (`benchmarks/bench_grid.py`)",
         "",
         "```bash",
         "python -m benchmarks.bench_grid --write-readme   # -> benchmarks/results_grid.json",
         "```",
         "",
-        f"`bash run_experiment.sh local` (one worker per core, harness defaults: faithful MCPP) with all 13 default "
-        f"methods on a synthetic 1-model pool of 20 DAGs (`poolbuild.synthetic {' '.join(POOL_ARGS)}`), "
-        f"{res['trials']} trials x 4 cells (budget 0.5x/2x x deadline 1x/2x nominal): {res['n_records']} records. "
-        f"Today's tree against `{res['rev'][:7]}` exported with `git archive`, each with its own fresh numba cache "
-        f"(first run cold, then warm), fresh results directories, warm runs alternating.",
-        "",
-        f"| | `{res['rev'][:7]}` | today | ratio |",
-        "|---|---|---|---|",
-        f"| cold run (s) | {old['cold_s']:.1f} | {new['cold_s']:.1f} | {old['cold_s'] / new['cold_s']:.2f} |",
-        f"| warm runs (s, median) | {statistics.median(old['warm_s']):.1f} | {statistics.median(new['warm_s']):.1f} | "
-        f"**{res['ratio_median']:.2f}** (per pair: {', '.join(f'{r:.2f}' for r in res['ratios'])}) |",
-        "",
-        f"Records identical (timing fields aside) across all {2 * (1 + res['pairs'])} runs: "
-        f"{'yes' if res['identical'] else 'NO'}.",
-        "",
+    ]
+    g = res.get("grid")
+    if g:
+        old, new = g["old"], g["new"]
+        lines += [
+            f"`bash run_experiment.sh local` (one worker per core, harness defaults: faithful MCPP) with all 13 "
+            f"default methods on a synthetic 1-model pool of 20 DAGs (`poolbuild.synthetic {' '.join(POOL_ARGS)}`), "
+            f"{g['trials']} trials x 4 cells (budget 0.5x/2x x deadline 1x/2x nominal): {g['n_records']} records. "
+            f"Today's tree against `{res['rev'][:7]}` exported with `git archive`, each with its own fresh numba "
+            f"cache (first run cold, then warm), fresh results directories, warm runs alternating.",
+            "",
+            f"| whole run | `{res['rev'][:7]}` | today | ratio |",
+            "|---|---|---|---|",
+            f"| cold (s) | {old['cold_s']:.1f} | {new['cold_s']:.1f} | {old['cold_s'] / new['cold_s']:.2f} |",
+            f"| warm (s, median) | {statistics.median(old['warm_s']):.1f} | {statistics.median(new['warm_s']):.1f} | "
+            f"**{g['ratio_median']:.2f}** (per pair: {', '.join(f'{r:.2f}' for r in g['ratios'])}) |",
+            "",
+            f"Records identical (timing fields aside) across all {2 * (1 + g['pairs'])} runs: "
+            f"{'yes' if g['identical'] else 'NO'}.",
+            "",
+        ]
+    f = res.get("faithful")
+    if f:
+        lines += [
+            "Faithful first decision (the `bench_scaling` DAGs: 4-model layered, width 4, nominal budget and "
+            "deadline, M = 8, one thread), best of "
+            f"{res['faithful_reps']} decisions per process, {res['faithful_rounds']} processes per tree alternating; "
+            "identical = the same chosen action, score and wins of every pair in both trees:",
+            "",
+            f"| nodes | cap | µs / sim `{res['rev'][:7]}` | µs / sim today | ratio (median) | per pair | identical |",
+            "|---|---|---|---|---|---|---|",
+            *[f"| {r['nodes']} | {r['cap']} | {r['old_us']:.3f} | {r['new_us']:.3f} | **{r['ratio_median']:.2f}** | "
+              f"{', '.join(f'{x:.2f}' for x in r['ratios'])} | {'yes' if r['identical'] else 'NO'} |" for r in f],
+            "",
+        ]
+    lines += [
         f"Measured {res['date']} on `{res['host']}` ({res['cpus']} cores, Python {res['python']}); 1-minute load "
         f"average before/after: {res['load_before']:.1f} / {res['load_after']:.1f} (shared machine: compare the "
         "ratios, not the times).",
@@ -146,55 +234,36 @@ def write_readme(section: str) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rev", default=DEFAULT_REV, help=f"git revision to compare against ({DEFAULT_REV})")
-    ap.add_argument("--pairs", type=int, default=2, help="warm (old, new) pairs, alternating order (2)")
+    ap.add_argument("--pairs", type=int, default=2, help="warm (old, new) grid pairs, alternating order (2)")
     ap.add_argument("--trials", type=int, default=10, help="trials per (DAG, cell, method) (10)")
+    ap.add_argument("--faithful-rounds", type=int, default=2, help="processes per tree and faithful case (2)")
+    ap.add_argument("--faithful-reps", type=int, default=3, help="timed decisions per process (3)")
+    ap.add_argument("--skip-grid", action="store_true", help="only the faithful decisions")
+    ap.add_argument("--skip-faithful", action="store_true", help="only the grid")
     ap.add_argument("--out", default=OUT, help="results JSON (benchmarks/results_grid.json)")
     ap.add_argument("--write-readme", action="store_true", help="update the section in benchmarks/README.md")
     ap.add_argument("--keep", default=None, help="keep the trees and runs in this directory (default: temp, removed)")
     args = ap.parse_args(argv)
     work = args.keep or tempfile.mkdtemp(prefix="bench_grid_")
     os.makedirs(work, exist_ok=True)
+    ok = True
     try:
-        pool = os.path.join(work, "pool_1model.jsonl")
-        build_pool(pool)
         old_tree = os.path.join(work, "old")
         rev = export_rev(args.rev, old_tree)
         trees = {"old": old_tree, "new": ROOT}
         caches = {k: os.path.join(work, f"numba_cache_{k}") for k in trees}
         for c in caches.values():
             shutil.rmtree(c, ignore_errors=True)
-        load_before = os.getloadavg()[0]
-        res = {k: {"warm_s": []} for k in trees}
-        digests, n = [], 0
-
-        def one(which: str, label: str) -> float:
-            nonlocal n
-            n += 1
-            results = os.path.join(work, f"run{n:02d}_{which}_{label}")
-            shutil.rmtree(results, ignore_errors=True)
-            wall = run_grid(trees[which], results, caches[which], pool, args.trials)
-            digests.append(records(results))
-            shutil.rmtree(results, ignore_errors=True)
-            print(f"{which:3s} {label}: {wall:6.1f} s", flush=True)
-            return wall
-
-        for which in ("old", "new"):
-            res[which]["cold_s"] = one(which, "cold")
-        ratios = []
-        for i in range(args.pairs):
-            order = ("old", "new") if i % 2 == 0 else ("new", "old")
-            w = {k: one(k, "warm") for k in order}
-            res["old"]["warm_s"].append(w["old"])
-            res["new"]["warm_s"].append(w["new"])
-            ratios.append(w["old"] / w["new"])
-        identical = all(d == digests[0] for d in digests[1:])
-        out = {
-            "rev": rev, "trials": args.trials, "pairs": args.pairs, "old": res["old"], "new": res["new"],
-            "ratios": ratios, "ratio_median": statistics.median(ratios), "identical": identical,
-            "n_records": sum(len(v) for v in digests[0].values()), "date": time.strftime("%Y-%m-%d %H:%M"),
-            "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "load_before": load_before, "load_after": os.getloadavg()[0],
-        }  # fmt: skip
+        out = {"rev": rev, "date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "cpus": os.cpu_count(),
+               "python": platform.python_version(), "load_before": os.getloadavg()[0]}  # fmt: skip
+        if not args.skip_grid:
+            out["grid"] = grid(trees, caches, work, args.pairs, args.trials)
+            ok = ok and out["grid"]["identical"]
+        if not args.skip_faithful:
+            out["faithful"] = faithful(trees, caches, args.faithful_rounds, args.faithful_reps)
+            out["faithful_rounds"], out["faithful_reps"] = args.faithful_rounds, args.faithful_reps
+            ok = ok and all(r["identical"] for r in out["faithful"])
+        out["load_after"] = os.getloadavg()[0]
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -204,7 +273,38 @@ def main(argv=None) -> int:
     print(section)
     if args.write_readme:
         write_readme(section)
-    return 0 if identical else 1
+    return 0 if ok else 1
+
+
+def grid(trees: dict, caches: dict, work: str, pairs: int, trials: int) -> dict:
+    """Cold run of each tree, then ``pairs`` warm pairs alternating; wall times, ratios, identical records."""
+    pool = os.path.join(work, "pool_1model.jsonl")
+    build_pool(pool)
+    res = {k: {"warm_s": []} for k in trees}
+    digests, n = [], 0
+
+    def one(which: str, label: str) -> float:
+        nonlocal n
+        n += 1
+        results = os.path.join(work, f"run{n:02d}_{which}_{label}")
+        shutil.rmtree(results, ignore_errors=True)
+        wall = run_grid(trees[which], results, caches[which], pool, trials)
+        digests.append(records(results))
+        shutil.rmtree(results, ignore_errors=True)
+        print(f"grid {which:3s} {label}: {wall:6.1f} s", flush=True)
+        return wall
+
+    for which in ("old", "new"):
+        res[which]["cold_s"] = one(which, "cold")
+    ratios = []
+    for i in range(pairs):
+        w = {k: one(k, "warm") for k in (("old", "new") if i % 2 == 0 else ("new", "old"))}
+        res["old"]["warm_s"].append(w["old"])
+        res["new"]["warm_s"].append(w["new"])
+        ratios.append(w["old"] / w["new"])
+    return {"trials": trials, "pairs": pairs, "old": res["old"], "new": res["new"], "ratios": ratios,
+            "ratio_median": statistics.median(ratios), "identical": all(d == digests[0] for d in digests[1:]),
+            "n_records": sum(len(v) for v in digests[0].values())}  # fmt: skip
 
 
 if __name__ == "__main__":
