@@ -25,13 +25,11 @@ costs nothing beyond noise on a shared machine. Writes
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import platform
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +44,8 @@ from simulator.mc_portfolio_policy import MCPortfolioPolicy
 from simulator.nominal import nominal_budget, nominal_deadline
 from simulator.pool import load_pool, pool_from_objects
 from simulator.testing import first_view, layered_dag
+
+from .common import export_revision
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,19 +154,12 @@ print(json.dumps(out))
 """
 
 
-def _export(rev: str, dest: Path) -> None:
-    """Write the files of git revision ``rev`` to ``dest`` (no checkout, no worktree)."""
-    tar = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=True)
-    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as tf:
-        tf.extractall(dest, filter="data")
-
-
 def compare(rev: str, reps: int, out: str) -> int:
     """Interleaved timings of this tree vs ``rev``: ratio this / rev per workload (median over reps)."""
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "before"
         before.mkdir()
-        _export(rev, before)
+        export_revision(rev, before)
         layered = Path(tmp) / "layered20x4.jsonl"
         layered.write_text("".join(json.dumps(layered_dag(s, n_nodes=20)) + "\n" for s in range(3)))
         example = ROOT / "examples" / "example_pool.jsonl"

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from .common import write_readme_section
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 START = "<!-- bench_run:start -->"
@@ -118,16 +120,7 @@ def markdown(res: dict) -> str:
 
 
 def write_readme(section: str) -> None:
-    path = os.path.join(ROOT, "benchmarks", "README.md")
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
-    if START in text and END in text:
-        a, b = text.index(START), text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    from simulator.io_utils import atomic_write_text
-
-    atomic_write_text(path, text)
+    write_readme_section(START, END, section)
 
 
 def main(argv=None) -> int:

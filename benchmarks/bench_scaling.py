@@ -33,13 +33,10 @@ Parts:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -47,13 +44,15 @@ import numba
 import numpy as np
 
 from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
-from simulator.io_utils import atomic_write_json, atomic_write_text
+from simulator.io_utils import atomic_write_json
 from simulator.mc_portfolio_policy import MCPortfolioPolicy
 from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool, pool_from_objects
-from simulator.scoring import paired_difference, wilson_interval
+from simulator.pool import pool_from_objects
 from simulator.testing import MODELS4, first_view, layered_dag
+
+from .bench_anytime import example_pool, paired_episodes
+from .bench_coldstart import COMMANDS, LABELS, cold_and_warm
+from .common import write_readme_section
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results_scaling.json"
@@ -138,104 +137,18 @@ def threads_part(sizes, reps: int, log) -> list[dict]:
 
 
 def quality(limit_ms: float, trials: int, ratios, log) -> dict:
-    """Paired episodes over the example pool: faithful vs anytime (same keys for the execution)."""
-    numba.set_num_threads(1)
-    pool = load_pool(str(ROOT / "examples" / "example_pool.jsonl"))
-    succ_f, succ_a, groups, walls = [], [], [], []
-    t0 = time.perf_counter()
-    for i in range(len(pool)):
-        arr = dag_arrays(pool, i, CostSetting())
-        for r in ratios:
-            b, dl = r * nominal_budget(arr), nominal_deadline(arr)
-            for tr in range(trials):
-                out = []
-                for params in ({"max_candidate_actions": 2048},
-                               {"max_candidate_actions": 2048, "time_limit_ms": limit_ms}):  # fmt: skip
-                    pol = MCPortfolioPolicy({**params, "dag_model_ids": pool[i].model_ids})
-                    res = run_policy_episode(arr, pol, b, dl, 42, int(pool[i].index), tr)
-                    out.append(res)
-                succ_f.append(float(out[0].success))
-                succ_a.append(float(out[1].success))
-                walls.append(out[1].diagnostics.get("mc_portfolio_wall_ms_max", 0.0))
-                groups.append(i)
-    d = paired_difference(np.array(succ_a) - np.array(succ_f), np.array(groups))
-    n = len(succ_f)
-    res = {
-        "episodes": n, "budget_ratios": list(ratios), "trials": trials, "limit_ms": limit_ms,
-        "faithful_p": float(np.mean(succ_f)), "faithful_ci": wilson_interval(sum(succ_f), n),
-        "anytime_p": float(np.mean(succ_a)), "anytime_ci": wilson_interval(sum(succ_a), n),
-        "diff": d["diff"], "diff_ci": [d["ci_low"], d["ci_high"]], "anytime_decision_ms_max": float(max(walls)),
-        "seconds": time.perf_counter() - t0,
-    }  # fmt: skip
-    log(f"quality: faithful {res['faithful_p']:.3f} anytime {res['anytime_p']:.3f} diff {res['diff']:+.3f} "
-        f"[{res['diff_ci'][0]:+.3f}, {res['diff_ci'][1]:+.3f}] over {n} paired episodes")  # fmt: skip
-    return res
-
-
-COMPILE_SCRIPT = r"""
-import json, sys, time
-t0 = time.perf_counter()
-import numpy as np
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.testing import first_view, layered_dag
-t_import = time.perf_counter() - t0
-out = {"import_s": t_import}
-pool = pool_from_objects([layered_dag(1, n_nodes=6)])
-arr = dag_arrays(pool, 0, CostSetting())
-
-def twice(name, fn):
-    t = time.perf_counter(); fn(); a = time.perf_counter() - t
-    t = time.perf_counter(); fn(); b = time.perf_counter() - t
-    out[name] = a - b
-
-from simulator.simulate import simulate_baseline
-twice("baseline_serial", lambda: simulate_baseline(arr, "sequential", nominal_budget(arr), range(4), 1, 0))
-twice("baseline_parallel", lambda: simulate_baseline(arr, "sequential", nominal_budget(arr), range(4), 1, 0, parallel=True))
-import numba
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-view = first_view(arr, nominal_budget(arr), nominal_deadline(arr))
-def decide(threads):
-    numba.set_num_threads(threads)
-    pol = MCPortfolioPolicy(M=4, max_candidate_actions=20); pol.reset(arr, 1, 0, 0); pol.decide(view)
-twice("mcpp_serial_kernel_and_setup", lambda: decide(1))
-import simulator.mcpp_anytime as _any; _any.PARALLEL_MIN_S = 0.0  # force the parallel kernel
-twice("mcpp_parallel_kernel", lambda: decide(2))
-print(json.dumps(out))
-"""
-
-
-def run_child(cmd, env, cwd=ROOT) -> dict:
-    """Run a command; wall time and peak RSS (os.wait4) of the child."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=False)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd} failed: {err.decode()[-2000:]}")
-    return {"wall_s": time.perf_counter() - t, "peak_rss_mb": ru.ru_maxrss / 1024.0, "stdout": out.decode()}
+    """Paired episodes over the example pool: faithful vs anytime (:mod:`benchmarks.bench_anytime`)."""
+    return paired_episodes(example_pool(), ratios, trials, 2048, limit_ms, log, "quality")
 
 
 def cold(log) -> dict:
+    """Cold and warm start of the two first commands (:mod:`benchmarks.bench_coldstart`, one repetition)."""
     res = {}
-    sim = [sys.executable, "-m", "simulator", "simulate", "--pool", "examples/example_pool.jsonl", "--dag", "0",
-           "--budget-ratio", "1", "--deadline-ratio", "1", "--trials", "10"]  # fmt: skip
-    for label, extra in (("sequential", ["--method", "sequential"]),
-                         ("mcpp", ["--method", "mc_portfolio_rollout", "--trials", "1"])):  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
-            env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-            c = run_child(sim + extra, env)
-            w = run_child(sim + extra, env)
-        res[label] = {"cold_s": c["wall_s"], "warm_s": w["wall_s"], "cold_peak_rss_mb": c["peak_rss_mb"],
-                      "warm_peak_rss_mb": w["peak_rss_mb"]}  # fmt: skip
-        log(f"cold start {label}: cold {c['wall_s']:.1f} s, warm {w['wall_s']:.1f} s, peak RSS {c['peak_rss_mb']:.0f} MB")
-    with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
-        c = run_child([sys.executable, "-c", COMPILE_SCRIPT], {**os.environ, "NUMBA_CACHE_DIR": cache})
-    res["compile_s"] = json.loads(c["stdout"].strip().splitlines()[-1])
-    log(f"compile seconds per kernel: {res['compile_s']}")
+    for command in COMMANDS:
+        r = cold_and_warm(ROOT, command)
+        res[command] = {"cold_s": r["cold"]["wall_s"], "warm_s": r["warm"]["wall_s"],
+                        "cold_peak_rss_mb": r["cold"]["peak_rss_mb"], "warm_peak_rss_mb": r["warm"]["peak_rss_mb"]}  # fmt: skip
+        log(f"cold start {command}: cold {res[command]['cold_s']:.1f} s, warm {res[command]['warm_s']:.1f} s")
     return res
 
 
@@ -281,14 +194,12 @@ def markdown(res: dict) -> str:
                   f"{q['anytime_decision_ms_max']:.0f} ms."]  # fmt: skip
     c = res.get("cold")
     if c:
-        cs = c["compile_s"]
         lines += ["", "Cold start (empty `NUMBA_CACHE_DIR`, fresh process, to the first result) and warm (same cache, "
-                  "second process):", "", "| command | cold s | warm s | peak RSS MB (cold) |", "|---|---|---|---|"]  # fmt: skip
-        for k, label in (("sequential", "`simulate --method sequential --trials 10`"),
-                         ("mcpp", "`simulate --method mc_portfolio_rollout --trials 1`")):  # fmt: skip
-            lines.append(f"| {label} | {c[k]['cold_s']:.1f} | {c[k]['warm_s']:.1f} | {c[k]['cold_peak_rss_mb']:.0f} |")
-        lines += ["", "Compile seconds per entry point (first call minus second, one cold process): "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in cs.items()) + "."]  # fmt: skip
+                  "second process); the side-by-side comparison and the compile time per kernel are in the cold-start "
+                  "section (`bench_coldstart.py`):", "", "| command | cold s | warm s | peak RSS MB (cold) |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for k in COMMANDS:
+            lines.append(f"| {LABELS[k]} | {c[k]['cold_s']:.1f} | {c[k]['warm_s']:.1f} | {c[k]['cold_peak_rss_mb']:.0f} |")
     lines += ["", f"Peak RSS of the benchmark process: {max(r['peak_rss_mb'] for r in g):.0f} MB.", "",
               f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python {platform.python_version()}); "
               f"1-minute load average before/after: {res['load_before']:.1f} / {res['load_after']:.1f}. The machine "
@@ -298,14 +209,7 @@ def markdown(res: dict) -> str:
 
 
 def write_readme(section: str) -> None:
-    path = ROOT / "benchmarks" / "README.md"
-    text = path.read_text(encoding="utf-8")
-    if START in text and END in text:
-        a, b = text.index(START), text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    atomic_write_text(str(path), text)
+    write_readme_section(START, END, section)
 
 
 def main(argv=None) -> int:

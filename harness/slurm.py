@@ -39,11 +39,22 @@ def pending_shards(rd: RunDir) -> list[int]:
     return [s.shard for s in rd.shards if not st.is_done(s.shard_id) and not st.is_failed(s.shard_id)]
 
 
+def _in_double_quotes(text: str) -> str:
+    """``text`` escaped for a bash double-quoted string (where ``$``, backquote, ``"`` and backslash are special)."""
+    for ch in ("\\", '"', "$", "`"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
 def array_script(rd: RunDir, mode: str, v: Mapping[str, Any]) -> str:
     """The batch script of one array task (paths absolute, settings from the run directory).
 
     The interpreter is the run's (``run.json``), so a task never depends on
-    what ``python3`` means on the compute node.
+    what ``python3`` means on the compute node. Compiled code is cached in the
+    run directory (``<run>/numba_cache``, unless ``NUMBA_CACHE_DIR`` is set
+    when the task starts): every node of the run reads the kernels the first
+    task compiled instead of compiling them again (numba keys its entries by
+    CPU, so nodes of different kinds share the directory safely).
     """
     harness = os.path.join(REPO, "run_experiment.sh")
     threads = str(v["SLURM_CPUS_PER_TASK"])
@@ -55,6 +66,7 @@ def array_script(rd: RunDir, mode: str, v: Mapping[str, Any]) -> str:
         "set -euo pipefail\n"
         f"export NUMBA_NUM_THREADS={shlex.quote(threads)}\n"
         f"export RUN_DIR={shlex.quote(rd.path)}\n"
+        f'export NUMBA_CACHE_DIR="${{NUMBA_CACHE_DIR:-{_in_double_quotes(os.path.join(rd.path, "numba_cache"))}}}"\n'
         f"export PYTHON={shlex.quote(python)}\n"
         f"cd {shlex.quote(REPO)}\n"
         f"exec bash {shlex.quote(harness)} {action}\n"

@@ -16,7 +16,7 @@ from functools import partial
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .arrays import DagArrays
 from .engine import (
@@ -46,8 +46,10 @@ from .engine import (
 )
 from .errors import ConfigError
 from .graph import topological_order
+from .jit import compiled_only
 from .registry import COMPILED_BASELINE, PER_ATTEMPT, SCORED, MethodSpec
 from .rng import STREAM_STATIC, make_key, uniform
+from .threads import run_chunked
 
 SEQUENTIAL_KS = {"sequential": 1, **{f"sequential_{k}": k for k in (2, 4, 8, 16, 32, 64)}}
 STATIC_METHODS = (
@@ -117,11 +119,10 @@ def _topo(arr: DagArrays) -> list[int]:
     return topological_order(arr.parent_ptr, arr.parent_idx, arr.child_ptr, arr.child_idx)
 
 
-@njit(cache=True, nogil=True)
-def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, count):
-    """Fill per-node caps ``B_v`` and counts ``r_v`` of a static baseline."""
+@compiled_only
+def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, count, w):
+    """Fill per-node caps ``B_v`` and counts ``r_v`` of a static baseline (``w``: scratch of n floats)."""
     n = arr.n
-    w = np.empty(n)
     if random_shares:
         key = make_key(seed, dag, trial, STREAM_STATIC, 0, 0, 0)
         for v in range(n):
@@ -129,7 +130,9 @@ def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, cou
     else:
         for v in range(n):
             w[v] = weights[v]
-    s = w.sum()
+    s = 0.0
+    for v in range(n):  # in order from 0.0, as numpy-in-numba's w.sum()
+        s += w[v]
     for v in range(n):
         cap[v] = budget * w[v] / s
         kap = arr.kappa[v, arr.legacy[v]]
@@ -142,6 +145,20 @@ def _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, cou
 
 
 @njit(cache=True, nogil=True)
+def _static_plan_entry(arr, weights, random_shares, budget, seed, dag, trial, cap, count, w):
+    """:func:`_static_plan`, callable from Python (the trial loop calls that one: no wrapper to build)."""
+    _static_plan(arr, weights, random_shares, budget, seed, dag, trial, cap, count, w)
+
+
+def static_plan(arr: DagArrays, rule: BaselineRule, budget: float, seed: int, dag: int, trial: int):
+    """(caps ``B_v``, counts ``r_v``) of a static baseline in one trial: the compiled rule the episodes use."""
+    cap, count = np.zeros(arr.n), np.zeros(arr.n, dtype=np.int64)
+    _static_plan_entry(arr, rule.weights, rule.random_shares, float(budget), int(seed), int(dag), int(trial), cap,
+                       count, np.empty(arr.n))  # fmt: skip
+    return cap, count
+
+
+@compiled_only
 def _run_episode(
     n, m, parent_ptr, child_ptr, child_idx, node_ids, available, row_ptr, rows, tmpl, legacy, dist, cil,
     scal, cnt, key, ni, nf, attempt_no, seq_k, static_count, cap, buf, req_model, req_count, mask,
@@ -174,25 +191,33 @@ def _run_episode(
 
 @njit(cache=True, nogil=True)
 def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c):
-    """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once."""
+    """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once (reset per trial).
+
+    The state and scratch are allocated here, not passed in: LLVM then knows
+    they alias nothing (measured 10-20% faster than arrays from Python).
+    """
     n, m = arr.n, arr.m
     seq_k = rule.seq_k
     parent_ptr, child_ptr, child_idx = arr.parent_ptr, arr.child_ptr, arr.child_idx
     node_ids, available, row_ptr, rows, tmpl = arr.node_ids, arr.available, arr.row_ptr, arr.rows, arr.tmpl
     legacy, dist, cil = arr.legacy, arr.lat_dist, arr.charge_is_latency
-    st = new_state(n, m, budget, np.inf, seed, dag, 0)
+    st = new_state(n, m, budget, np.inf, seed, dag, np.int64(0))  # np.int64: not a literal (one compile)
     scal, cnt, key, ni, nf, attempt_no = st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no
-    cap = np.full(n, np.inf)
-    count = np.zeros(n, dtype=np.int64)
+    cap = np.empty(n, dtype=np.float64)  # np.empty only: one compiled allocation per dtype and rank
+    cap[:] = np.inf
+    count = np.empty(n, dtype=np.int64)
+    count[:] = 0
     buf = np.empty(n, dtype=np.int64)
     req_model = np.empty(n, dtype=np.int64)
     req_count = np.empty(n, dtype=np.int64)
-    mask = np.zeros(m, dtype=np.bool_)
+    mask = np.empty(m, dtype=np.bool_)
+    mask[:] = False
+    w = np.empty(n, dtype=np.float64)
     hopeless = _first_uncompletable(n, m, available, tmpl, legacy, mask, True) >= 0
     for q in range(q0, q1):
         trial = trials[q]
         if seq_k == 0:
-            _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count)
+            _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count, w)
         reset_state(scal, cnt, key, ni, nf, attempt_no, budget, np.inf, seed, dag, trial)
         if hopeless:  # a node the legacy model can never complete: ends at once (engine._first_uncompletable)
             cnt[REASON] = STALLED
@@ -217,7 +242,6 @@ def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, nod
         out_i[q, 2] = cnt[PLANNER_CALLS]
 
 
-@njit(cache=True, nogil=True)
 def run_baseline_trials(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c):
     """Simulate ``trials`` (D = inf) serially; outputs per trial row q.
 
@@ -225,17 +249,18 @@ def run_baseline_trials(arr, rule, budget, seed, dag, trials, out_f, out_i, node
     (reason, total_rollouts, planner_calls); node_i[q, v] = (completed,
     started, finished, successes); node_c[q, v] = node cost.
     """
-    _trial_range(arr, rule, budget, seed, dag, trials, 0, trials.shape[0], out_f, out_i, node_i, node_c)
+    _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c, 0, trials.shape[0])
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c):
-    """Same as :func:`run_baseline_trials`, trials spread over threads (keyed: same results)."""
-    n_chunks = min(trials.shape[0], 64)
-    for c in prange(n_chunks):
-        q0 = c * trials.shape[0] // n_chunks
-        q1 = (c + 1) * trials.shape[0] // n_chunks
-        _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
+def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c) -> None:
+    """Same as :func:`run_baseline_trials`, chunks of trials on threads (keyed: same results)."""
+
+    run_chunked(partial(_trial_chunk, arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c), trials.shape[0])
+
+
+def _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c, q0: int, q1: int) -> None:
+    """Trials q0..q1-1 (a thread's chunk, or all of them)."""
+    _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c)
 
 
 class AtomicBaseline:
@@ -273,9 +298,7 @@ class AtomicBaseline:
             count[ready] = self._rule.seq_k
             return self._legacy, count
         if self._count is None:  # the shares of the budget at the start (the first decision)
-            cap, self._count = np.full(n, np.inf), np.zeros(n, dtype=np.int64)
-            _static_plan(self._arr, self._rule.weights, self._rule.random_shares, float(view.budget_left),
-                         self._seed, self._dag, self._trial, cap, self._count)  # fmt: skip
+            _, self._count = static_plan(self._arr, self._rule, view.budget_left, self._seed, self._dag, self._trial)
         fresh = ready[~self._dispatched[ready]]
         count[fresh] = self._count[fresh]
         self._dispatched[fresh] = True

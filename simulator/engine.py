@@ -32,6 +32,7 @@ from .arrays import (
     TMPL_P,
 )
 from .costs import charge_of_draw
+from .jit import compiled_inline, compiled_only
 from .rng import STREAM_ATTEMPT, fold, make_key, normal, randint, uniform
 from .rng import gamma as gamma_draw
 
@@ -103,25 +104,23 @@ class EpisodeState(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def new_state(n, m, budget, deadline, seed, dag, trial):
-    """Fresh state at t = 0 (roots are unlocked: no parents to wait for)."""
-    scal = np.empty(4)
-    scal[T] = 0.0
-    scal[BUDGET_LEFT] = budget
-    scal[DEADLINE] = deadline
-    scal[BUDGET] = budget
-    cnt = np.zeros(N_CNT, dtype=np.int64)
-    cnt[REASON] = RUNNING
-    cnt[EVENT_CAP] = MAX_EVENTS
-    key = np.empty(1, dtype=np.uint64)
-    key[0] = make_key(seed, dag, trial, STREAM_ATTEMPT, 0, 0, 0)
-    return EpisodeState(
-        scal,
-        cnt,
-        key,
-        np.zeros((N_INT_ROWS, n), dtype=np.int64),
-        np.zeros((2, n)),
-        np.zeros(n * m, dtype=np.int64),
+    """Fresh state at t = 0 (roots are unlocked: no parents to wait for).
+
+    Allocated in compiled code, so that the trial loops' arrays are their own
+    (LLVM then knows they do not alias: the baseline loop measured 10-20%
+    slower on arrays passed in from Python), with ``np.empty`` only (one
+    compiled allocation per dtype and rank), and filled by :func:`reset_state`.
+    """
+    st = EpisodeState(
+        np.empty(4, dtype=np.float64),
+        np.empty(N_CNT, dtype=np.int64),
+        np.empty(1, dtype=np.uint64),
+        np.empty((N_INT_ROWS, n), dtype=np.int64),
+        np.empty((2, n), dtype=np.float64),
+        np.empty(n * m, dtype=np.int64),
     )
+    reset_state(st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no, budget, deadline, seed, dag, trial)
+    return st
 
 
 @njit(cache=True, nogil=True)
@@ -154,8 +153,8 @@ CV_MIN = 1e-100
 CV_MAX = 1e100
 
 
-@njit(cache=True, nogil=True)
-def sample_latency(dist, mean, std, key, j):
+@compiled_only
+def _sample_latency(dist, mean, std, key, j):
     """Parametric latency with the given mean/std, floored at 1e-3 (uniforms j.. of key).
 
     Finite for every finite ``mean, std >= 0`` a pool may hold (both at most
@@ -180,7 +179,13 @@ def sample_latency(dist, mean, std, key, j):
     return max(x, 1e-3)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
+def sample_latency(dist, mean, std, key, j):
+    """:func:`_sample_latency`, callable from Python (compiled code calls that one: no wrapper to build)."""
+    return _sample_latency(dist, mean, std, key, j)
+
+
+@compiled_inline
 def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     """One attempt of node v with model j from ``key``: (latency, success, charged cost).
 
@@ -197,7 +202,7 @@ def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
         charge = rows[ROW_CHARGE, r]
     else:
         succ = uniform(key, 0) < tmpl[TMPL_P, v, j]
-        lat = sample_latency(dist, tmpl[TMPL_LAT_MEAN, v, j], tmpl[TMPL_LAT_STD, v, j], key, 1)
+        lat = _sample_latency(dist, tmpl[TMPL_LAT_MEAN, v, j], tmpl[TMPL_LAT_STD, v, j], key, 1)
         charge = tmpl[TMPL_CHARGE, v, j]
     return lat, succ, charge_of_draw(cil, charge, lat)
 
@@ -213,7 +218,7 @@ def node_model_key(base_key, v, j):
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_inline
 def _ready(parent_ptr, ni, v):
     """Unlocked (all parents completed), not completed, nothing in flight."""
     return (
@@ -223,7 +228,7 @@ def _ready(parent_ptr, ni, v):
     )
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_inline
 def _start_batch(scal, ni, nf, v, j):
     ni[INFLIGHT, v] = 1
     nf[BATCH_END, v] = scal[T]
@@ -233,7 +238,7 @@ def _start_batch(scal, ni, nf, v, j):
     ni[BATCH_MODEL, v] = j
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_inline
 def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     scal[BUDGET_LEFT] -= charge
     nf[NODE_COST, v] += charge
@@ -249,13 +254,13 @@ def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     ni[BATCH_COUNT, v] += 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_inline
 def _enqueue(cnt, ni, v):
     ni[QUEUE, cnt[N_INFLIGHT]] = v
     cnt[N_INFLIGHT] += 1
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _launch_per_attempt(
     n, m, node_ids, available, row_ptr, rows, tmpl, dist, cil,
     scal, cnt, key, ni, nf, attempt_no, req_model, req_count, cap, order_buf,
@@ -303,7 +308,7 @@ def _launch_per_attempt(
             _enqueue(cnt, ni, v)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_inline
 def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[INFLIGHT, v] = 0
     ni[FINISHED, v] += ni[BATCH_COUNT, v]
@@ -316,7 +321,7 @@ def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[BATCH_COUNT, v] = 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_inline
 def pop_earliest(queue, nq, end, limit):
     """Remove from ``queue[:nq]`` the node whose batch ends first (ties to the lower node) and return it.
 
@@ -354,7 +359,7 @@ def pop_earliest(queue, nq, end, limit):
     return v
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
     """Run the event loop until the policy must decide or the episode ends.
 
@@ -394,7 +399,7 @@ def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
             return NEED_DECISION_EVENT
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf, model_mask, use_legacy, cap):
     """Why an idle episode cannot go on: deadline, budget (no affordable model) or stalled."""
     if scal[T] >= scal[DEADLINE]:
@@ -410,7 +415,7 @@ def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf,
     return BUDGET_EXHAUSTED
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _first_uncompletable(n, m, available, tmpl, legacy, model_mask, use_legacy):
     """Position of the first node no allowed model can ever complete, or -1.
 

@@ -20,8 +20,8 @@ Everything here works on flat arrays: the DAG's
 :class:`~simulator.arrays.DagArrays`, the episode's pruning bounds
 (:class:`PlanBounds`) and the decision's state (:class:`DecisionState`), all
 three NamedTuples of arrays and scalars built outside the hot loop.
-:func:`run_pairs` spreads (candidate, member) pairs over threads with
-``prange``; :func:`_run_pair` unpacks the tuples once and runs the
+:func:`run_pairs` spreads (candidate, member) pairs over threads
+(:mod:`simulator.threads`); :func:`_run_pair` unpacks the tuples once and runs the
 simulations of one pair.
 """
 
@@ -30,12 +30,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from .costs import charge_of_draw
-from .engine import CV_MAX, CV_MIN, sample_latency
+from .engine import CV_MAX, CV_MIN, _sample_latency
+from .jit import compiled_only
 from .rng import _GOLDEN, fold, normal, randint, uniform
 from .rng import gamma as gamma_draw
+from .threads import run_chunked
 
 #: key field for "every candidate" (common random numbers)
 CRN_CANDIDATE = 0x7FFFFFFF
@@ -256,7 +258,7 @@ def _row_of(key, lo, hi):
 @njit(cache=True, nogil=True, inline="always")
 def _parametric(key, p, mean, std, lat_dist):
     """(success, latency) of a parametric attempt of key ``key`` (template p, mean, std)."""
-    return uniform(key, 0) < p, sample_latency(lat_dist, mean, std, key, 1)
+    return uniform(key, 0) < p, _sample_latency(lat_dist, mean, std, key, 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -308,7 +310,7 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
     return lat, succ, charge_of_draw(cil, charge, lat)
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
@@ -358,7 +360,7 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
     return False, need0
 
 
-@njit(cache=True, nogil=True)
+@compiled_only
 def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
@@ -592,8 +594,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     return wins
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
+def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threads=None) -> None:
     """Simulations s_lo..s_hi-1 of every listed (candidate, member) pair, over threads.
 
     The key of a simulation folds into ``dec.key`` the candidate (or
@@ -614,13 +615,18 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
         Simulation indices to run for every pair.
     out_wins : int64 (N,)
         Output: ``out_wins[i]`` = successful simulations of pair i.
+    threads : int, optional
+        Threads to use (default: numba's thread setting, :func:`simulator.threads.thread_count`).
     """
-    for i in prange(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi)
+
+    def chunk(lo: int, hi: int) -> None:
+        run_pairs_serial(arr, bounds, dec, pair_cand[lo:hi], pair_mem[lo:hi], s_lo, s_hi, out_wins[lo:hi])
+
+    run_chunked(chunk, pair_cand.shape[0], threads)
 
 
 @njit(cache=True, nogil=True)
 def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
-    """Single-threaded twin of :func:`run_pairs` (same parameters, same keys, same results)."""
+    """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
     for i in range(pair_cand.shape[0]):
         out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi)

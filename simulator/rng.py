@@ -30,7 +30,7 @@ STREAM_NOISE = 5  # noisy planning statistics
 STREAM_FURTHER = 6  # further baselines: loader_static's restart generator, per (DAG, trial)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit("uint64(uint64)", cache=True, nogil=True, inline="always")
 def mix64(z):
     """SplitMix64 finaliser (a bijection of uint64)."""
     z = uint64(z)
@@ -39,13 +39,13 @@ def mix64(z):
     return z ^ (z >> uint64(31))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit("uint64(uint64, int64)", cache=True, nogil=True, inline="always")
 def fold(key, value):
     """Fold one more integer field into a key."""
     return mix64(uint64(key) ^ (mix64(uint64(value) + _GOLDEN) + _GOLDEN))
 
 
-@njit(cache=True, nogil=True)
+@njit("uint64(int64, int64, int64, int64, int64, int64, int64)", cache=True, nogil=True)
 def make_key(seed, dag, trial, stream, a, b, c):
     """Key of a draw: (run seed, DAG, trial, stream tag, three stream fields)."""
     k = mix64(uint64(seed) + _GOLDEN)
@@ -57,14 +57,14 @@ def make_key(seed, dag, trial, stream, a, b, c):
     return fold(k, c)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit("float64(uint64, int64)", cache=True, nogil=True, inline="always")
 def uniform(key, j):
     """The j-th uniform number of ``key``, in the open interval (0, 1)."""
     x = mix64(uint64(key) ^ mix64(uint64(j) * _GOLDEN + uint64(1)))
     return (float(x >> uint64(11)) + 0.5) * _INV53
 
 
-@njit(cache=True, nogil=True)
+@njit("float64(uint64, int64)", cache=True, nogil=True)
 def normal(key, j):
     """Standard normal from uniforms j and j+1 (Box-Muller)."""
     u1 = uniform(key, j)
@@ -72,7 +72,7 @@ def normal(key, j):
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 
 
-@njit(cache=True, nogil=True)
+@njit("float64(uint64, int64, float64)", cache=True, nogil=True)
 def gamma(key, j, shape):
     """Gamma(shape, 1) by Marsaglia-Tsang with keyed sub-draws starting at j."""
     boost = 1.0
@@ -94,7 +94,7 @@ def gamma(key, j, shape):
         i += 3
 
 
-@njit(cache=True, nogil=True)
+@njit("int64(uint64, int64, int64)", cache=True, nogil=True)
 def randint(key, j, n):
     """Uniform integer in [0, n)."""
     r = int(uniform(key, j) * n)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from simulator.arrays import CostSetting, dag_arrays
-from simulator.baselines import BASELINE_METHODS, STATIC_METHODS, _static_plan, static_weights
+from simulator.baselines import BASELINE_METHODS, STATIC_METHODS, static_rule
+from simulator.baselines import static_plan as baseline_static_plan
 from simulator.engine import first_uncompletable
 from simulator.episode import run_policy_episode
 from simulator.pool import pool_from_objects
@@ -183,10 +184,7 @@ def ready_at_end(arr, completed):
 
 def static_plan(arr, method, budget, trial, dag):
     """Caps B_v and counts r_v of a static baseline in one trial (the compiled planner)."""
-    cap = np.zeros(arr.n)
-    count = np.zeros(arr.n, dtype=np.int64)
-    _static_plan(arr, static_weights(arr, method), method == "random", float(budget), SEED, dag, trial, cap, count)
-    return cap, count
+    return baseline_static_plan(arr, static_rule(method, arr), budget, SEED, dag, trial)
 
 
 def close(a, b):

@@ -416,6 +416,7 @@ def test_generated_sbatch_script_runs_the_shards_offline(tmp_path):
     text = open(script).read()
     assert f"export RUN_DIR={rd}\n" in text and f"export PYTHON={sys.executable}\n" in text
     assert "export NUMBA_NUM_THREADS=1\n" in text and 'task "$SLURM_ARRAY_TASK_ID"' in text
+    assert f'export NUMBA_CACHE_DIR="${{NUMBA_CACHE_DIR:-{rd}/numba_cache}}"\n' in text  # one cache for every node
     sub_rec = json.loads(open(os.path.join(rd, "slurm", "submissions.jsonl")).readline())
     assert sub_rec["job_id"] == "4242" and sub_rec["shards"] == [0, 1, 2, 3]
     # run the script as SLURM would run each array task: a bare environment, no venv on PATH
@@ -426,6 +427,7 @@ def test_generated_sbatch_script_runs_the_shards_offline(tmp_path):
         assert p.returncode == 0 and f"task shard {task}: done" in p.stdout, p.stdout + p.stderr
     claim_free = [f for f in os.listdir(os.path.join(rd, "state")) if f.endswith(".claim")]
     assert not claim_free
+    assert any(f.endswith(".nbi") for _, _, fs in os.walk(os.path.join(rd, "numba_cache")) for f in fs)  # shared cache
     harness("merge", env)
     assert merged_bytes(rd) == merged_bytes(os.path.join(tmp_path, "runs", "ref"))
     # worker mode: SLURM_WORKERS tasks of `auto`; nothing left to submit now

@@ -62,6 +62,8 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.validation", "base"),
     ("simulator.io_utils", "base"),
     ("simulator.rng", "base"),
+    ("simulator.jit", "base"),
+    ("simulator.threads", "base"),
     ("simulator.scoring", "base"),
     ("simulator.settings", "base"),
     ("simulator.pool", "format"),

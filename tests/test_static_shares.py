@@ -17,7 +17,7 @@ from conftest import make_node
 from scipy import stats as sps
 
 from simulator.arrays import CostSetting, dag_arrays
-from simulator.baselines import STATIC_METHODS, _static_plan, static_weights
+from simulator.baselines import STATIC_METHODS, static_plan, static_rule, static_weights
 from simulator.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
 
@@ -75,10 +75,7 @@ def _arr(dag=None):
 
 def _plan(arr, method, budget, trial=0, seed=SEED, dag=0):
     """(B_v, r_v) per node position, through the compiled planner the episodes use."""
-    cap = np.zeros(arr.n)
-    count = np.zeros(arr.n, dtype=np.int64)
-    _static_plan(arr, static_weights(arr, method), method == "random", float(budget), seed, dag, trial, cap, count)
-    return cap, count
+    return static_plan(arr, static_rule(method, arr), budget, seed, dag, trial)
 
 
 @pytest.mark.parametrize("method", sorted(HAND_WEIGHTS))

@@ -1,0 +1,225 @@
+"""Cold start: time to the first result of a fresh process with an empty numba cache.
+
+Run by hand (never in the test suite; about 3 minutes, 6-8 with ``--compare``)::
+
+    python -m benchmarks.bench_coldstart                      # -> benchmarks/results_coldstart.json
+    python -m benchmarks.bench_coldstart --compare 5f48d5e    # this tree and git revision 5f48d5e, interleaved
+    python -m benchmarks.bench_coldstart --compare 5f48d5e --write-readme   # also the section in benchmarks/README.md
+
+What a new user meets first: ``python -m simulator simulate`` on the example
+pool, once with a baseline (``--method sequential``, 10 trials) and once with
+MCPP (``--method mc_portfolio_rollout``, 1 trial), each in a fresh process
+with a new empty ``NUMBA_CACHE_DIR`` (cold: everything compiled), then again
+with that cache (warm: the compiled code loaded). Wall time, CPU time
+(user + system, of the child) and peak RSS of each process (``os.wait4``).
+With ``--compare REV`` the files of git revision REV (``git archive``) run
+the same commands, alternating which tree goes first; the ratio this / REV is
+taken per repetition (machines are noisy: compare ratios, not times).
+
+The per-kernel part runs one cold process of this tree with numba's compile
+events and reports each compiled function's own compile time (nested
+compiles subtracted), so the table names the kernels a cold start pays for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from simulator.io_utils import atomic_write_json
+
+from .common import export_revision, write_readme_section
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results_coldstart.json"
+START, END = "<!-- bench_coldstart:start -->", "<!-- bench_coldstart:end -->"
+
+SIMULATE = ["-m", "simulator", "simulate", "--pool", "examples/example_pool.jsonl", "--dag", "0",
+            "--budget-ratio", "1", "--deadline-ratio", "1"]  # fmt: skip
+COMMANDS = {
+    "sequential": SIMULATE + ["--method", "sequential", "--trials", "10"],
+    "mcpp": SIMULATE + ["--method", "mc_portfolio_rollout", "--trials", "1"],
+}
+LABELS = {
+    "sequential": "`simulate --method sequential --trials 10`",
+    "mcpp": "`simulate --method mc_portfolio_rollout --trials 1`",
+}
+#: the issue's targets for a cold start (seconds, wall, to the first result)
+TARGET_S = {"sequential": 5.0, "mcpp": 8.0}
+
+#: run inside a cold process: numba's compile events -> own seconds per compiled function
+PROFILE_SCRIPT = r"""
+import collections, json, sys, time
+from numba.core import event
+stack, own, count = [], collections.Counter(), collections.Counter()
+
+class Listener(event.Listener):
+    def on_start(self, ev):
+        stack.append([time.perf_counter(), 0.0])
+
+    def on_end(self, ev):
+        t0, nested = stack.pop()
+        dt = time.perf_counter() - t0
+        f = ev.data["dispatcher"].py_func
+        name = f.__module__ + "." + f.__qualname__.split(".<locals>")[0]
+        if not f.__module__.startswith("simulator"):
+            name = "numba library: " + f.__module__
+        own[name] += dt - nested
+        count[name] += 1
+        if stack:
+            stack[-1][1] += dt
+
+event.register("numba:compile", Listener())
+t0 = time.perf_counter()
+import simulator.cli
+t_import = time.perf_counter() - t0
+try:
+    simulator.cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps({"import_s": t_import, "total_s": time.perf_counter() - t0,
+                  "own_s": dict(own), "count": dict(count)}))
+"""
+
+
+def run_child(args: list[str], cache: str, cwd: Path) -> dict:
+    """One process of ``python ARGS`` in ``cwd`` with ``NUMBA_CACHE_DIR=cache``: its output and wall time."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(cwd)}
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed in {cwd}:\n{p.stderr[-2000:]}")
+    return {"wall_s": time.perf_counter() - t, "stdout": p.stdout}
+
+
+def timed_child(args: list[str], cache: str, cwd: Path) -> dict:
+    """Like :func:`run_child`, with the child's CPU time and peak RSS from ``os.wait4``."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(cwd)}
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(args)} failed in {cwd}:\n{err.decode()[-2000:]}")
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024.0}
+
+
+def cold_and_warm(tree: Path, command: str) -> dict:
+    """A cold process (new empty cache), then a warm one (that cache)."""
+    with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
+        cold = timed_child(COMMANDS[command], cache, tree)
+        warm = timed_child(COMMANDS[command], cache, tree)
+    return {"cold": cold, "warm": warm}
+
+
+def kernel_profile(tree: Path, command: str) -> dict:
+    """Own compile seconds per compiled function in one cold process of ``tree``."""
+    with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
+        out = run_child(["-c", PROFILE_SCRIPT, *COMMANDS[command][2:]], cache, tree)["stdout"]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def measure(reps: int, compare: str | None, log) -> dict:
+    with tempfile.TemporaryDirectory(prefix="coldstart_") as tmp:
+        trees = {"this": ROOT}
+        if compare:
+            trees[compare] = Path(tmp) / "before"
+            trees[compare].mkdir()
+            export_revision(compare, trees[compare])
+        runs: dict[str, dict[str, list[dict]]] = {t: {c: [] for c in COMMANDS} for t in trees}
+        for r in range(reps):
+            names = list(trees) if r % 2 == 0 else list(trees)[::-1]  # alternate which tree goes first
+            for command in COMMANDS:
+                for name in names:
+                    res = cold_and_warm(trees[name], command)
+                    runs[name][command].append(res)
+                    log(f"rep {r + 1}/{reps} {name:>8} {command:>10}: cold {res['cold']['wall_s']:.1f} s "
+                        f"(cpu {res['cold']['cpu_s']:.1f}), warm {res['warm']['wall_s']:.1f} s")  # fmt: skip
+        profile = {c: kernel_profile(ROOT, c) for c in COMMANDS}
+    summary = {}
+    for name, per in runs.items():
+        summary[name] = {
+            c: {
+                f"{phase}_{k}_median": statistics.median(x[phase][k] for x in v)
+                for phase in ("cold", "warm")
+                for k in ("wall_s", "cpu_s", "peak_rss_mb")
+            }
+            for c, v in per.items()
+        }
+    ratios = {}
+    if compare:
+        for c in COMMANDS:
+            per_rep = [a["cold"]["wall_s"] / b["cold"]["wall_s"] for a, b in zip(runs["this"][c], runs[compare][c])]
+            ratios[c] = {"median": statistics.median(per_rep), "min": min(per_rep), "max": max(per_rep)}
+    return {"runs": runs, "summary": summary, "cold_wall_ratio_this_over_before": ratios, "kernels": profile}
+
+
+def markdown(res: dict) -> str:
+    s, cmp_rev = res["summary"], res["args"]["compare"]
+    lines = [START, "## Cold start (`bench_coldstart.py`)", "", "```bash",
+             f"python -m benchmarks.bench_coldstart{' --compare ' + cmp_rev if cmp_rev else ''} --write-readme"
+             "   # -> benchmarks/results_coldstart.json", "```", "",
+             "A fresh process with a new empty `NUMBA_CACHE_DIR` to its first result (cold), then the same command "
+             "with that cache (warm); medians of "
+             f"{res['args']['reps']} repetitions"
+             + (f", this tree and revision `{cmp_rev}` alternating which runs first" if cmp_rev else "") + ".", "",
+             "| command | tree | cold wall s | cold CPU s | warm wall s | peak RSS MB (cold) | target |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in COMMANDS:
+        for name in s:
+            x = s[name][c]
+            lines.append(f"| {LABELS[c]} | {'this' if name == 'this' else '`' + name + '`'} | "
+                         f"{x['cold_wall_s_median']:.1f} | {x['cold_cpu_s_median']:.1f} | {x['warm_wall_s_median']:.1f}"
+                         f" | {x['cold_peak_rss_mb_median']:.0f} | {TARGET_S[c]:.0f} s |")  # fmt: skip
+    if res["cold_wall_ratio_this_over_before"]:
+        lines += ["", "Cold wall time, this tree / `" + cmp_rev + "` (per repetition): " + "; ".join(
+            f"{c} {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})"
+            for c, r in res["cold_wall_ratio_this_over_before"].items()) + "."]  # fmt: skip
+    for c, prof in res["kernels"].items():
+        own = sorted(prof["own_s"].items(), key=lambda kv: -kv[1])
+        total = sum(v for _, v in own)
+        lines += ["", f"Compile seconds per function, one cold {LABELS[c]} process (own time, nested compiles "
+                  f"subtracted; {total:.1f} s of compilation in {prof['total_s']:.1f} s, imports {prof['import_s']:.1f} s): "
+                  + ", ".join(f"{k.replace('simulator.', '')} {v:.2f}" + (f" (x{prof['count'][k]})" if prof['count'][k] > 1 else "")
+                              for k, v in own[:10]) + "."]  # fmt: skip
+    lines += ["", f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python "
+              f"{platform.python_version()}); 1-minute load average before/after: {res['load_before']:.1f} / "
+              f"{res['load_after']:.1f} (other processes on the machine lengthen both trees' times alike; the ratio "
+              "is the comparison).", END]  # fmt: skip
+    return "\n".join(lines)
+
+
+def write_readme(section: str) -> None:
+    write_readme_section(START, END, section)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3, help="cold + warm runs per command and tree (3)")
+    ap.add_argument("--compare", metavar="REV", help="also run git revision REV, interleaved")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--write-readme", action="store_true")
+    args = ap.parse_args(argv)
+    res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
+           "load_before": os.getloadavg()[0]}  # fmt: skip
+    res.update(measure(args.reps, args.compare, lambda m: print(m, flush=True)))
+    res["load_after"] = os.getloadavg()[0]
+    atomic_write_json(args.out, res)
+    print(f"wrote {args.out}")
+    if args.write_readme:
+        write_readme(markdown(res))
+        print("updated benchmarks/README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Independent work spread over threads: ``nogil`` kernels on contiguous chunks.
+
+Every draw is keyed (simulator/rng.py), so a chunk's results do not depend on
+which thread runs it or how the work is split: any thread count gives the same
+numbers. Threads here are Python threads calling compiled ``nogil`` kernels
+(numba releases the interpreter lock while a kernel runs), not numba's
+``parallel=True``: a ``prange`` kernel costs seconds of extra compilation on a
+fresh machine (numba's parallel-loop passes and thread-pool wrappers), for the
+same speed-up. The thread count is numba's setting (``NUMBA_NUM_THREADS``,
+``numba.set_num_threads``), which the harness chooses per worker so that
+workers x threads never exceed the cores a run may use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+
+#: chunks per thread: small enough pieces that a thread finishing early takes the next one
+CHUNKS_PER_THREAD = 4
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def thread_count() -> int:
+    """Threads a parallel call may use (numba's thread setting of this thread)."""
+    return int(numba.get_num_threads())
+
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size < threads:
+            if _pool is not None:
+                _pool.shutdown(wait=True)
+            _pool, _pool_size = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kernel"), threads
+        return _pool
+
+
+def chunk_bounds(n_items: int, n_chunks: int) -> list[tuple[int, int]]:
+    """``n_chunks`` contiguous, nearly equal ranges covering ``range(n_items)``."""
+    n_chunks = max(1, min(n_items, n_chunks))
+    return [(c * n_items // n_chunks, (c + 1) * n_items // n_chunks) for c in range(n_chunks)]
+
+
+def run_chunked(fn: Callable[[int, int], None], n_items: int, threads: int | None = None) -> None:
+    """Call ``fn(lo, hi)`` on chunks covering ``range(n_items)``, on up to ``threads`` threads.
+
+    ``fn`` must write only its own rows ``lo:hi`` of its outputs. One thread
+    (or one item) runs ``fn(0, n_items)`` on the calling thread. An exception
+    in any chunk is raised here after every chunk has ended.
+    """
+    threads = thread_count() if threads is None else int(threads)
+    if threads <= 1 or n_items <= 1:
+        fn(0, n_items)
+        return
+    pool = _executor(threads)
+    futures = [pool.submit(fn, lo, hi) for lo, hi in chunk_bounds(n_items, threads * CHUNKS_PER_THREAD)]
+    errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None:
+            raise e
