@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .errors import ConfigError
-from .jit import compiled_inline
+from .jit import compiled_only
 
 COST_MODES = ("token_cost_mean", "output_money_cost_mean", "cost_mean", "lat_mean")
 COST_MODE_ALIASES = {
@@ -174,7 +174,7 @@ def expected_attempt_cost(
     return float(row_latency.mean()) if has_rows else lat_mean
 
 
-@compiled_inline
+@compiled_only
 def charge_of_draw(charge_is_latency: bool, charge: float, latency: float) -> float:
     """Compiled: the charged cost of one drawn attempt (latency mode charges the latency)."""
     return latency if charge_is_latency else charge

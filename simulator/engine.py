@@ -32,7 +32,7 @@ from .arrays import (
     TMPL_P,
 )
 from .costs import charge_of_draw
-from .jit import compiled_inline, compiled_only
+from .jit import compiled_only
 from .rng import STREAM_ATTEMPT, fold, make_key, normal, randint, uniform
 from .rng import gamma as gamma_draw
 
@@ -185,7 +185,7 @@ def sample_latency(dist, mean, std, key, j):
     return _sample_latency(dist, mean, std, key, j)
 
 
-@compiled_inline
+@compiled_only
 def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
     """One attempt of node v with model j from ``key``: (latency, success, charged cost).
 
@@ -218,7 +218,7 @@ def node_model_key(base_key, v, j):
 # ---------------------------------------------------------------------------
 
 
-@compiled_inline
+@compiled_only
 def _ready(parent_ptr, ni, v):
     """Unlocked (all parents completed), not completed, nothing in flight."""
     return (
@@ -228,7 +228,7 @@ def _ready(parent_ptr, ni, v):
     )
 
 
-@compiled_inline
+@compiled_only
 def _start_batch(scal, ni, nf, v, j):
     ni[INFLIGHT, v] = 1
     nf[BATCH_END, v] = scal[T]
@@ -238,7 +238,7 @@ def _start_batch(scal, ni, nf, v, j):
     ni[BATCH_MODEL, v] = j
 
 
-@compiled_inline
+@compiled_only
 def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     scal[BUDGET_LEFT] -= charge
     nf[NODE_COST, v] += charge
@@ -254,7 +254,7 @@ def _add_attempt(scal, cnt, ni, nf, attempt_no, m, v, j, lat, succ, charge):
     ni[BATCH_COUNT, v] += 1
 
 
-@compiled_inline
+@compiled_only
 def _enqueue(cnt, ni, v):
     ni[QUEUE, cnt[N_INFLIGHT]] = v
     cnt[N_INFLIGHT] += 1
@@ -308,7 +308,7 @@ def _launch_per_attempt(
             _enqueue(cnt, ni, v)
 
 
-@compiled_inline
+@compiled_only
 def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[INFLIGHT, v] = 0
     ni[FINISHED, v] += ni[BATCH_COUNT, v]
@@ -321,7 +321,7 @@ def _finish_batch(child_ptr, child_idx, cnt, ni, v):
     ni[BATCH_COUNT, v] = 0
 
 
-@compiled_inline
+@compiled_only
 def pop_earliest(queue, nq, end, limit):
     """Remove from ``queue[:nq]`` the node whose batch ends first (ties to the lower node) and return it.
 

@@ -7,10 +7,16 @@ code-generates both wrappers for every function it compiles, and for a small
 function they are most of its compile time; on a fresh machine (empty numba
 cache) the first run compiles every kernel it needs, so the wrappers of
 internal functions were a large share of the cold start (measured in
-``benchmarks/bench_coldstart.py``). :data:`compiled_inline` is the same for
-the small steps of hot loops that numba inlines into their callers.
+``benchmarks/bench_coldstart.py``).
 
-A ``compiled_only`` or ``compiled_inline`` function has no entry point for the interpreter: calling
+Small steps are not marked ``inline="always"``: LLVM inlines a small
+compiled callee into its caller anyway (checked on the keyed RNG: no call is
+left in the caller's machine code), and numba's own inlining re-types the
+callee at every call site, which measured about 1.5 s more compilation on a
+cold start for no faster loop (the baseline episode loop, example pool and
+20-node DAGs, side by side with and without).
+
+A ``compiled_only`` function has no entry point for the interpreter: calling
 it from Python would crash the process instead of raising. Keep it private to
 compiled code; ``tests/test_compiled_only.py`` fails if Python code (outside a
 ``@njit`` body) refers to one.
@@ -22,8 +28,3 @@ from numba import njit
 
 #: decorator of a kernel only compiled code calls (no interpreter entry point)
 compiled_only = njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-
-#: the same, inlined into its callers by numba (``inline="always"``): for small steps of hot loops
-#: that take arrays, where a call costs reference-count updates of every array argument (measured:
-#: the baseline episode loop 14% slower without it)
-compiled_inline = njit(cache=True, nogil=True, inline="always", no_cpython_wrapper=True, no_cfunc_wrapper=True)

@@ -262,8 +262,6 @@ class Rates:
 
 #: a decision whose serial kernel time is predicted below this runs on one thread (see :func:`evaluate_auto`)
 PARALLEL_MIN_S = 0.03
-#: pairs per dynamically scheduled block of the parallel kernel
-PARALLEL_CHUNK = 16
 
 
 def evaluate_auto(
@@ -282,9 +280,9 @@ def evaluate_auto(
     machine but 8-20 ms when another process holds a core (it waits for a
     thread the OS has not scheduled yet), so work predicted (from the
     measured serial rate) to take less than ``PARALLEL_MIN_S`` runs serially;
-    longer work runs in one parallel region with dynamic scheduling in
-    blocks of ``PARALLEL_CHUNK`` pairs, so a thread that started late takes
-    fewer blocks instead of holding up the end. Without a measured rate, the
+    longer work runs on all threads in chunks taken by whichever thread is
+    free (:func:`simulator.threads.run_chunked`), so a thread that started
+    late takes fewer chunks instead of holding up the end. Without a measured rate, the
     first 64 pairs run serially to measure it.
     """
     N = len(pair_c)
@@ -304,10 +302,7 @@ def evaluate_auto(
         out[i:] = evaluate(pair_c[i:], pair_m[i:], s_lo, s_hi, False)
         rates.observe(False, max(clock() - t0, 1e-7) / (rest * per_pair))
     else:
-        import numba
-
-        with numba.parallel_chunksize(PARALLEL_CHUNK):
-            out[i:] = evaluate(pair_c[i:], pair_m[i:], s_lo, s_hi, True)
+        out[i:] = evaluate(pair_c[i:], pair_m[i:], s_lo, s_hi, True)
     return out
 
 

@@ -243,19 +243,19 @@ def plan_bounds(arr) -> PlanBounds:
     return PlanBounds(min_charge, min_lat, child_tails(arr, min_lat), kind, c0, c1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _batch_key(sim_key, v, b):
     """Key of batch number b of node v inside a simulation."""
     return fold(sim_key, v * _BATCH_SHIFT + b)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _row_of(key, lo, hi):
     """Row drawn by an attempt of key ``key`` among rows lo..hi-1 (uniform with replacement)."""
     return lo + randint(key, 0, hi - lo)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled_only
 def _parametric(key, p, mean, std, lat_dist):
     """(success, latency) of a parametric attempt of key ``key`` (template p, mean, std)."""
     return uniform(key, 0) < p, _sample_latency(lat_dist, mean, std, key, 1)

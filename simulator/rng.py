@@ -30,7 +30,7 @@ STREAM_NOISE = 5  # noisy planning statistics
 STREAM_FURTHER = 6  # further baselines: loader_static's restart generator, per (DAG, trial)
 
 
-@njit("uint64(uint64)", cache=True, nogil=True, inline="always")
+@njit("uint64(uint64)", cache=True, nogil=True)
 def mix64(z):
     """SplitMix64 finaliser (a bijection of uint64)."""
     z = uint64(z)
@@ -39,7 +39,7 @@ def mix64(z):
     return z ^ (z >> uint64(31))
 
 
-@njit("uint64(uint64, int64)", cache=True, nogil=True, inline="always")
+@njit("uint64(uint64, int64)", cache=True, nogil=True)
 def fold(key, value):
     """Fold one more integer field into a key."""
     return mix64(uint64(key) ^ (mix64(uint64(value) + _GOLDEN) + _GOLDEN))
@@ -57,7 +57,7 @@ def make_key(seed, dag, trial, stream, a, b, c):
     return fold(k, c)
 
 
-@njit("float64(uint64, int64)", cache=True, nogil=True, inline="always")
+@njit("float64(uint64, int64)", cache=True, nogil=True)
 def uniform(key, j):
     """The j-th uniform number of ``key``, in the open interval (0, 1)."""
     x = mix64(uint64(key) ^ mix64(uint64(j) * _GOLDEN + uint64(1)))

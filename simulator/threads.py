@@ -19,8 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba
 
-#: chunks per thread: small enough pieces that a thread finishing early takes the next one
-CHUNKS_PER_THREAD = 4
+#: chunks per thread: small enough pieces that a thread finishing early takes the next one (the
+#: pairs of an MCPP decision differ a lot in cost: pruned, short and long simulations)
+CHUNKS_PER_THREAD = 16
+#: fewest items per chunk: each chunk is one call into compiled code (tens of µs of argument unboxing)
+MIN_CHUNK = 8
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -60,7 +63,8 @@ def run_chunked(fn: Callable[[int, int], None], n_items: int, threads: int | Non
         fn(0, n_items)
         return
     pool = _executor(threads)
-    futures = [pool.submit(fn, lo, hi) for lo, hi in chunk_bounds(n_items, threads * CHUNKS_PER_THREAD)]
+    n_chunks = min(threads * CHUNKS_PER_THREAD, max(threads, n_items // MIN_CHUNK))
+    futures = [pool.submit(fn, lo, hi) for lo, hi in chunk_bounds(n_items, n_chunks)]
     errors = [f.exception() for f in futures]
     for e in errors:
         if e is not None:

@@ -1,4 +1,4 @@
-"""``compiled_only`` / ``compiled_inline`` kernels have no interpreter entry point: no Python code may refer to one.
+"""``compiled_only`` kernels have no interpreter entry point: no Python code may refer to one.
 
 Calling such a function from Python crashes the interpreter (numba builds no
 CPython wrapper for it, see simulator/jit.py), so this static check stands in
@@ -31,7 +31,7 @@ def _decorator_name(d: ast.expr) -> str:
 
 
 def _compiled(fn: ast.FunctionDef) -> bool:
-    return any(_decorator_name(d) in {"njit", "jit", "compiled_only", "compiled_inline"} for d in fn.decorator_list)
+    return any(_decorator_name(d) in {"njit", "jit", "compiled_only"} for d in fn.decorator_list)
 
 
 def compiled_only_names(trees: dict[Path, ast.Module]) -> set[str]:
@@ -39,8 +39,7 @@ def compiled_only_names(trees: dict[Path, ast.Module]) -> set[str]:
         n.name
         for t in trees.values()
         for n in ast.walk(t)
-        if isinstance(n, ast.FunctionDef)
-        and any(_decorator_name(d) in {"compiled_only", "compiled_inline"} for d in n.decorator_list)
+        if isinstance(n, ast.FunctionDef) and any(_decorator_name(d) == "compiled_only" for d in n.decorator_list)
     }
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.threads import chunk_bounds, run_chunked
+from simulator.threads import MIN_CHUNK, chunk_bounds, run_chunked
 
 
 @given(n=st.integers(0, 500), chunks=st.integers(1, 64))
@@ -41,7 +41,7 @@ def test_an_error_in_a_chunk_is_raised_after_all_chunks_ended():
 
     with pytest.raises(ValueError, match="chunk 0 failed"):
         run_chunked(work, 100, 2)
-    assert sorted(seen) == chunk_bounds(100, 8)  # every chunk ran (2 threads x 4 chunks each)
+    assert sorted(seen) == chunk_bounds(100, 100 // MIN_CHUNK)  # every chunk ran (at least MIN_CHUNK items each)
 
 
 def test_mcpp_pairs_identical_on_one_and_three_threads(monkeypatch):
