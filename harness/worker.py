@@ -230,6 +230,9 @@ class ShardRunner:
         env["PYTHONUNBUFFERED"] = "1"
         threads = self.opts.threads_per_shard or default_threads(env)
         env["NUMBA_NUM_THREADS"] = str(threads)  # always set: numba's own default is every core of the node
+        # and the BLAS of numpy/scipy too, unless set: its idle threads spin and took a core from the other
+        # workers (measured: 2 workers no faster than 1 on 2 cores; 1.6x faster with this)
+        env.setdefault("OPENBLAS_NUM_THREADS", str(threads))
         t0 = time.time()
         with open(log_path, "ab") as logf:
             logf.write(

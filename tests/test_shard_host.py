@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 
+import pytest
 from harness_util import config_env, harness, small_pool
 
 import harness.shard_host as shard_host
@@ -51,9 +52,13 @@ def test_one_host_runs_all_shards_with_the_records_of_a_process_each(tmp_path, m
     started = []
     real_init = worker.ShardHost.__init__
 
-    def counting_init(self, *a, **k):
+    def counting_init(self, python, script, env):
         started.append(1)
-        real_init(self, *a, **k)
+        # the shard's BLAS threads follow its numba threads (idle BLAS threads spin and took the other core)
+        assert env["NUMBA_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
+        real_init(self, python, script, env)
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
 
     monkeypatch.setattr(worker.ShardHost, "__init__", counting_init)
     hosted, alone = _prepared(tmp_path, "hosted"), _prepared(tmp_path, "alone")
@@ -66,6 +71,23 @@ def test_one_host_runs_all_shards_with_the_records_of_a_process_each(tmp_path, m
     assert _outputs(hosted) == _outputs(alone) and _outputs(hosted)
     log = open(os.path.join(hosted.logs, "s00001.log"), encoding="utf-8").read()
     assert "shard s00001:" in log  # the shard's own output lands in its log
+
+
+def test_a_set_blas_thread_count_is_kept(tmp_path, monkeypatch):
+    seen = []
+
+    def no_host(self, python, script, env):
+        seen.append(env)
+        raise OSError("no host")
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    monkeypatch.setattr(worker.ShardHost, "__init__", no_host)
+    rd = _prepared(tmp_path, "blas")
+    runner = worker.ShardRunner(rd, worker.WorkerOptions(heartbeat_seconds=5.0, threads_per_shard=1))
+    runner.reuse_process = True
+    with pytest.raises(OSError):
+        runner.run(0)
+    assert seen and seen[0]["OPENBLAS_NUM_THREADS"] == "3"
 
 
 def test_a_host_that_dies_costs_no_attempt(tmp_path, monkeypatch):
