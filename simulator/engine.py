@@ -516,7 +516,7 @@ def launch_atomic(arr, st, ready, n_ready, act_model, act_count, lat_out, succ_o
             cnt[REASON] = STALLED
             return True
         total += act_count[v]
-    charges = np.empty(total)
+    charges = np.empty(total, dtype=np.float64)
     i = 0
     max_lat = 0.0
     cost = 0.0

@@ -112,8 +112,10 @@ def attempt_bounds(arr):
         (the mean itself when the latency is deterministic).
     """
     n, m = arr.n, arr.m
-    min_charge = np.full((n, m), np.inf)
-    min_lat = np.full((n, m), np.inf)
+    min_charge = np.empty((n, m), dtype=np.float64)  # np.empty + fill: the allocation forms the engine compiles
+    min_charge[:, :] = np.inf
+    min_lat = np.empty((n, m), dtype=np.float64)
+    min_lat[:, :] = np.inf
     for v in range(n):
         for j in range(m):
             if not arr.available[v, j]:
@@ -194,9 +196,12 @@ def latency_params(lat_dist, lat_mean, lat_std):
     c0, c1 : float64 (n, m)
     """
     n, m = lat_mean.shape
-    kind = np.zeros((n, m), dtype=np.int64)
-    c0 = np.zeros((n, m))
-    c1 = np.zeros((n, m))
+    kind = np.empty((n, m), dtype=np.int64)  # np.empty + fill: the allocation forms the engine compiles
+    kind[:, :] = 0
+    c0 = np.empty((n, m), dtype=np.float64)
+    c0[:, :] = 0.0
+    c1 = np.empty((n, m), dtype=np.float64)
+    c1[:, :] = 0.0
     for v in range(n):
         for j in range(m):
             mean, std = lat_mean[v, j], lat_std[v, j]
@@ -420,7 +425,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
 
     n = completed0.shape[0]
     R = ready.shape[0]
-    busy = np.zeros(n, dtype=np.bool_)  # ready or in flight at the decision
+    busy = np.empty(n, dtype=np.bool_)  # ready or in flight at the decision
+    busy[:] = False
     for r in range(R):
         busy[ready[r]] = True
     for q in range(inf_node.shape[0]):
@@ -434,7 +440,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     completed = np.empty(n, dtype=np.bool_)
     parents_done = np.empty(n, dtype=np.int64)
     queue = np.empty(n, dtype=np.int64)  # nodes with a batch in flight (queue[:nq])
-    batch_end = np.empty(n)  # end time of the node's batch in flight
+    batch_end = np.empty(n, dtype=np.float64)  # end time of the node's batch in flight
     batch_succ = np.empty(n, dtype=np.bool_)
     batch_no = np.empty(n, dtype=np.int64)  # next batch number of the node (its key)
     new_ready = np.empty(n, dtype=np.int64)
