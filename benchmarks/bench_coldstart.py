@@ -198,10 +198,6 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def write_readme(section: str) -> None:
-    write_readme_section(START, END, section)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="cold + warm runs per command and tree (3)")
@@ -216,7 +212,7 @@ def main(argv=None) -> int:
     atomic_write_json(args.out, res)
     print(f"wrote {args.out}")
     if args.write_readme:
-        write_readme(markdown(res))
+        write_readme_section(START, END, markdown(res))
         print("updated benchmarks/README.md")
     return 0
 

@@ -208,10 +208,6 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def write_readme(section: str) -> None:
-    write_readme_section(START, END, section)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20, 40, 80, 160])
@@ -247,7 +243,7 @@ def main(argv=None) -> int:
     atomic_write_json(args.out, res)
     log(f"wrote {args.out} ({res['seconds']:.0f} s)")
     if args.write_readme:
-        write_readme(markdown(res))
+        write_readme_section(START, END, markdown(res))
     return 0
 
 

@@ -303,17 +303,23 @@ class ShardRunner:
                     host.kill()
                     self._host = None
                     return None, True
-                now = time.time()
-                if now - last >= self.opts.heartbeat_seconds:
-                    last = now
-                    prog = _read_json(prog_path) or {}
-                    self.state.heartbeat(
-                        sid, self.worker, {"done": prog.get("done", 0), "total": total, "attempt": attempt}
-                    )
+                last = self._heartbeat_if_due(sid, total, attempt, last, prog_path)
         host.kill()
         self._host = None
         self._host_broken = True  # run this shard, and the next ones, as processes of their own
         return None, False
+
+    def _heartbeat_if_due(self, sid: str, total: int, attempt: int, last: float, prog_path: str) -> float:
+        """Heartbeat the shard's claim (with its progress) if ``heartbeat_seconds`` passed since ``last``.
+
+        Returns the time of the last heartbeat.
+        """
+        now = time.time()
+        if now - last < self.opts.heartbeat_seconds:
+            return last
+        prog = _read_json(prog_path) or {}
+        self.state.heartbeat(sid, self.worker, {"done": prog.get("done", 0), "total": total, "attempt": attempt})
+        return now
 
     def _wait(self, proc: subprocess.Popen, sid: str, total: int, attempt: int) -> bool:
         """Wait for the shard process, heartbeating; True if stopped by ``self.stop``."""
@@ -333,13 +339,7 @@ class ShardRunner:
                     proc.kill()
                     proc.wait()
                 return True
-            now = time.time()
-            if now - last >= self.opts.heartbeat_seconds:
-                last = now
-                prog = _read_json(prog_path) or {}
-                self.state.heartbeat(
-                    sid, self.worker, {"done": prog.get("done", 0), "total": total, "attempt": attempt}
-                )
+            last = self._heartbeat_if_due(sid, total, attempt, last, prog_path)
 
 
 def _read_json(path: str) -> dict | None:

@@ -43,6 +43,7 @@ from .mcpp_params import (
 )
 from .registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
 from .rng import STREAM_PLANNER, make_key
+from .threads import start_threads
 
 __all__ = [
     "Decision",
@@ -209,7 +210,7 @@ class MCPortfolioPolicy:
             if not self._loaded:  # load the compiled helpers of a decision (the kernels: at the first decision)
                 candidates_key(seed, dag, trial, 0)
                 make_key(seed, dag, trial, STREAM_PLANNER, 0, 0, 0)
-                numba.get_num_threads()  # the first call starts numba's thread pool
+                numba.get_num_threads()  # the thread setting (its first call loads numba's threading layer)
         self._decisions = []
 
     def act(self, view: DecisionView) -> tuple[np.ndarray, np.ndarray] | None:
@@ -390,8 +391,7 @@ class MCPortfolioPolicy:
         if not self._loaded:  # the process's first call loads the compiled kernels: not planning time
             none = np.zeros(0, dtype=np.int64)
             evaluate_on(none, none, 0, 1, False)
-            if threads > 1:
-                run_pairs(tb.arr, tb.bounds, dec, none, none, 0, 1, none.copy())
+            start_threads(threads)  # the threads run_pairs uses
             self._loaded = True
         else:
             t_load = time.perf_counter()

@@ -45,6 +45,13 @@ def _executor(threads: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def start_threads(threads: int) -> None:
+    """Start the pool's threads now (a planner with a time limit does it before its first decision)."""
+    if threads > 1:
+        for f in [_executor(threads).submit(int) for _ in range(threads)]:
+            f.result()
+
+
 def chunk_bounds(n_items: int, n_chunks: int) -> list[tuple[int, int]]:
     """``n_chunks`` contiguous, nearly equal ranges covering ``range(n_items)``."""
     n_chunks = max(1, min(n_items, n_chunks))
