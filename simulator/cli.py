@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from .arrays import dag_arrays
+from .arrays import CostSetting, DagArrays, dag_arrays
 from .cli_args import (
     add_budget_deadline_arguments,
     add_pool_arguments,
@@ -33,8 +34,8 @@ from .errors import cli_entry
 from .io_utils import dumps_strict
 from .mcpp_params import add_mcpp_arguments, mcpp_params_from_args
 from .methods import METHOD_ORDER, METHOD_SETS, method_spec
-from .pool import load_pool
-from .registry import execution_of
+from .pool import Pool, load_pool
+from .registry import Execution, MethodSpec, execution_of
 
 #: below this many trials `simulate` runs a baseline on one thread (see run_chunk)
 PARALLEL_MIN_TRIALS = 2000
@@ -72,7 +73,65 @@ def cmd_validate(argv: Sequence[str]) -> int:
     return 0
 
 
-def cmd_simulate(argv: Sequence[str]) -> int:
+class SimulateRun(NamedTuple):
+    """A checked ``simulate`` command: what it runs (every input refused before any work starts)."""
+
+    args: argparse.Namespace
+    spec: MethodSpec
+    ex: Execution
+    pool: Pool
+    i: int
+    params: dict
+    setting: CostSetting
+    arr: DagArrays
+    budget: float
+    deadline: float
+
+
+def _simulate(run: SimulateRun) -> dict:
+    """Run the trials of ``simulate`` and return the result object it prints."""
+    from .simulate import simulate_baseline, simulate_method
+    from .summary import summarize_trials
+
+    args, spec, ex, pool, i, params, setting, arr, budget, deadline = run
+
+    dag_key = pool[i].index
+    if ex.compiled:
+        # threads only for many trials: compiling the parallel runner costs more on a cold cache than it saves
+        # on a few trials (results are keyed, so the same either way)
+        parallel = args.trials >= PARALLEL_MIN_TRIALS
+
+        def run_chunk(trials):
+            return simulate_baseline(arr, args.method, budget, trials, args.seed, dag_key, parallel=parallel)
+
+        summary = summarize_trials(run_chunk, args.trials, deadline)
+    else:
+        from tqdm import tqdm
+
+        with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
+            def run_chunk(trials):
+                return simulate_method(arr, args.method, budget, deadline, trials, args.seed, dag_key, params,
+                                       model_names=pool[i].model_ids, progress=bar.update,
+                                       execution_rules=args.execution_rules)
+
+            summary = summarize_trials(run_chunk, args.trials, deadline)
+    stats = summary.result()
+    return {
+        "pool": args.pool,
+        "dag": i,
+        "problem_id": pool[i].problem_id,
+        "method": args.method,
+        "budget": budget,
+        "deadline": deadline,
+        "cost_mode": setting.cost_mode,
+        "seed": args.seed,
+        "execution_rules": args.execution_rules,
+        **stats,
+    }
+
+
+def parse_simulate(argv: Sequence[str]) -> SimulateRun:
+    """Parse and check a ``simulate`` command line (also the cold-start helper's, simulator/prewarm.py)."""
     ap = argparse.ArgumentParser(
         prog="python -m simulator simulate",
         description="On-time completion probability of one method on one DAG.",
@@ -106,43 +165,17 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     arr = dag_arrays(pool, i, setting)
     where = f"{args.pool}: DAG {i} (problem {pool[i].problem_id!r}): "
     budget, deadline = resolve_budget_deadline(args, arr, where)
-    from .simulate import simulate_baseline, simulate_method
-    from .summary import summarize_trials
+    return SimulateRun(args, spec, ex, pool, i, params, setting, arr, budget, deadline)
 
-    dag_key = pool[i].index
-    if ex.compiled:
-        # threads only for many trials: compiling the parallel runner costs more on a cold cache than it saves
-        # on a few trials (results are keyed, so the same either way)
-        parallel = args.trials >= PARALLEL_MIN_TRIALS
 
-        def run_chunk(trials):
-            return simulate_baseline(arr, args.method, budget, trials, args.seed, dag_key, parallel=parallel)
+def cmd_simulate(argv: Sequence[str]) -> int:
+    from . import prewarm, prewarm_groups
 
-        summary = summarize_trials(run_chunk, args.trials, deadline)
-    else:
-        from tqdm import tqdm
-
-        with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
-            def run_chunk(trials):
-                return simulate_method(arr, args.method, budget, deadline, trials, args.seed, dag_key, params,
-                                       model_names=pool[i].model_ids, progress=bar.update,
-                                       execution_rules=args.execution_rules)
-
-            summary = summarize_trials(run_chunk, args.trials, deadline)
-    stats = summary.result()
-    lo, hi = stats["ci95"]
-    result = {
-        "pool": args.pool,
-        "dag": i,
-        "problem_id": pool[i].problem_id,
-        "method": args.method,
-        "budget": budget,
-        "deadline": deadline,
-        "cost_mode": setting.cost_mode,
-        "seed": args.seed,
-        "execution_rules": args.execution_rules,
-        **stats,
-    }
+    run = parse_simulate(argv)
+    args, budget, deadline, pool, i = run.args, run.budget, run.deadline, run.pool, run.i
+    with prewarm.attached(prewarm_groups.waited_kernels(prewarm_groups.group_of(run.spec, run.ex))):
+        result = _simulate(run)
+    lo, hi = result["ci95"]
     if args.json:
         print(dumps_strict(result))
     else:
@@ -152,6 +185,15 @@ def cmd_simulate(argv: Sequence[str]) -> int:
               f"(95% CI {lo:.4f} - {hi:.4f})")
         print(f"  mean cost: {result['mean_cost']:.6g}   mean makespan: {result['mean_makespan']:.4g} s")
         print(f"  termination: {result['termination']}")
+    return 0
+
+
+def cmd_prewarm(argv: Sequence[str]) -> int:
+    """The cold-start helper of ``simulate ARGV`` (hidden; simulator/prewarm_groups.py): compile, print nothing."""
+    from .prewarm_groups import warm
+
+    run = parse_simulate(argv)
+    warm(run.args.method, run.spec, run.ex, run.params, run.pool[run.i].model_ids)
     return 0
 
 
@@ -193,6 +235,8 @@ def cmd_methods(argv: Sequence[str]) -> int:
 
 COMMANDS = {"methods": cmd_methods, "validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan,
             "predict": cmd_predict}
+#: commands not listed in the usage (``_prewarm``: the cold-start helper ``simulate`` starts)
+HIDDEN = {"_prewarm": cmd_prewarm}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -203,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(__doc__)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    if cmd not in commands:
+    if cmd not in commands and cmd not in HIDDEN:
         print(f"error: unknown command {cmd!r}; choose one of {', '.join(commands)}", file=sys.stderr)
         return 2
-    return cli_entry(commands[cmd])(rest)
+    return cli_entry(commands.get(cmd) or HIDDEN[cmd])(rest)

@@ -165,6 +165,29 @@ def simulate_baseline(
     )
 
 
+def policy_for(
+    method: str,
+    params: Mapping[str, Any] | None = None,
+    planning_arr: DagArrays | None = None,
+    model_names: Sequence[str] | None = None,
+    launch: str | None = None,
+):
+    """(the policy, its launch rule) that :func:`simulate_policy` runs ``method`` with.
+
+    ``launch`` defaults to the entry's launch rule; ``model_names`` (the DAG's
+    model ids) lets a planner resolve models given by name.
+    """
+    spec = method_spec(method)
+    rule = launch or spec.launch
+    if model_names is not None:
+        params = {**(params or {}), "dag_model_ids": tuple(model_names)}
+    if spec.compiled:  # a compiled baseline's decisions under another launch rule (execution-rule modes)
+        return AtomicBaseline(method, spec.rule), rule
+    if spec.launch_param and rule != spec.launch:  # a planner simulates the rule it runs under
+        params = {**(params or {}), spec.launch_param: rule}
+    return make_policy(method, params, planning_arr), rule
+
+
 def simulate_policy(
     arr: DagArrays,
     method: str,
@@ -185,16 +208,7 @@ def simulate_policy(
     fixed ones go on top); ``launch`` defaults to the entry's launch rule.
     ``model_names`` (the DAG's model ids) lets a planner resolve models given by name.
     """
-    spec = method_spec(method)
-    rule = launch or spec.launch
-    if model_names is not None:
-        params = {**(params or {}), "dag_model_ids": tuple(model_names)}
-    if spec.compiled:  # a compiled baseline's decisions under another launch rule (execution-rule modes)
-        policy = AtomicBaseline(method, spec.rule)
-    else:
-        if spec.launch_param and rule != spec.launch:  # a planner simulates the rule it runs under
-            params = {**(params or {}), spec.launch_param: rule}
-        policy = make_policy(method, params, planning_arr)
+    policy, rule = policy_for(method, params, planning_arr, model_names, launch)
     results = []
     for trial in trials:
         results.append(run_policy_episode(arr, policy, budget, deadline, seed, dag, int(trial), launch=rule))

@@ -5,7 +5,11 @@ CPython wrapper for it, see simulator/jit.py), so this static check stands in
 for the error numba cannot raise: every name decorated ``@compiled_only`` in
 the repository may appear only inside ``@njit``/``@compiled_only`` bodies and
 in import statements. Passing one as a value from Python (a dispatch table, a
-``fn = a if c else b``) counts as a reference too.
+``fn = a if c else b``) counts as a reference too, with two exceptions that
+handle the dispatcher as an object and never call it (the cold-start helper,
+simulator/prewarm_groups.py): the first argument of ``compile_for`` (compiles
+it for given argument types) and the body of ``waited_kernels`` (the kernels
+whose cache lookup waits for the helper).
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".git", "node_modules", "results", "runs"}
+#: calls whose first argument is a dispatcher handled as an object (compiled, never called)
+COMPILERS = {"compile_for"}
+#: functions that only list dispatchers as objects
+LISTERS = {"waited_kernels"}
 
 
 def _sources() -> dict[Path, ast.Module]:
@@ -51,10 +59,16 @@ def python_references(tree: ast.Module, names: set[str]) -> list[tuple[int, str]
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.name in LISTERS:
+                return
             in_compiled = isinstance(node, ast.FunctionDef) and _compiled(node)
             for d in node.decorator_list:
                 visit(d, False)
             for child in node.body:
+                visit(child, in_compiled)
+            return
+        if isinstance(node, ast.Call) and _decorator_name(node) in COMPILERS and node.args:
+            for child in [node.func, *node.args[1:], *node.keywords]:
                 visit(child, in_compiled)
             return
         if not in_compiled:

@@ -63,6 +63,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.io_utils", "base"),
     ("simulator.rng", "base"),
     ("simulator.jit", "base"),
+    ("simulator.prewarm", "base"),  # the cold-start helper's mechanism (which kernels: simulator.prewarm_groups)
     ("simulator.threads", "base"),
     ("simulator.scoring", "base"),
     ("simulator.settings", "base"),
@@ -93,6 +94,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.policies", "planner"),  # Python policies added through the registry (docs/adding_a_policy.md)
     ("simulator.policies.*", "planner"),
     ("simulator.simulate", "methods"),
+    ("simulator.prewarm_groups", "methods"),
     ("simulator.cli", "front"),
     ("simulator.cli_args", "front"),
     ("simulator.planner_cli", "front"),
