@@ -1,6 +1,6 @@
 """Cold start: time to the first result of a fresh process with an empty numba cache.
 
-Run by hand (never in the test suite; about 3 minutes, 6-8 with ``--compare``)::
+Run by hand (never in the test suite; about 5 minutes, 8-10 with ``--compare``)::
 
     python -m benchmarks.bench_coldstart                      # -> benchmarks/results_coldstart.json
     python -m benchmarks.bench_coldstart --compare 5f48d5e    # this tree and git revision 5f48d5e, interleaved
@@ -90,6 +90,11 @@ print(json.dumps({"import_s": t_import, "total_s": time.perf_counter() - t0,
 """
 
 
+#: the run variants: (tree key, environment on top); "no helper" is this tree with the cold-start helper off
+NO_HELPER = "this, no helper"
+VARIANT_ENV = {NO_HELPER: {"SIMULATOR_PREWARM": "0"}}
+
+
 def run_child(args: list[str], cache: str, cwd: Path) -> dict:
     """One process of ``python ARGS`` in ``cwd`` with ``NUMBA_CACHE_DIR=cache``: its output and wall time."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(cwd)}
@@ -100,9 +105,9 @@ def run_child(args: list[str], cache: str, cwd: Path) -> dict:
     return {"wall_s": time.perf_counter() - t, "stdout": p.stdout}
 
 
-def timed_child(args: list[str], cache: str, cwd: Path) -> dict:
-    """Like :func:`run_child`, with the child's CPU time and peak RSS from ``os.wait4``."""
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(cwd)}
+def timed_child(args: list[str], cache: str, cwd: Path, extra_env: dict | None = None) -> dict:
+    """Like :func:`run_child`, with the child's CPU time (its helper's included) and peak RSS from ``os.wait4``."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(cwd), **(extra_env or {})}
     t = time.perf_counter()
     p = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = p.stderr.read()
@@ -113,11 +118,11 @@ def timed_child(args: list[str], cache: str, cwd: Path) -> dict:
     return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024.0}
 
 
-def cold_and_warm(tree: Path, command: str) -> dict:
+def cold_and_warm(tree: Path, command: str, extra_env: dict | None = None) -> dict:
     """A cold process (new empty cache), then a warm one (that cache)."""
     with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
-        cold = timed_child(COMMANDS[command], cache, tree)
-        warm = timed_child(COMMANDS[command], cache, tree)
+        cold = timed_child(COMMANDS[command], cache, tree, extra_env)
+        warm = timed_child(COMMANDS[command], cache, tree, extra_env)
     return {"cold": cold, "warm": warm}
 
 
@@ -130,7 +135,7 @@ def kernel_profile(tree: Path, command: str) -> dict:
 
 def measure(reps: int, compare: str | None, log) -> dict:
     with tempfile.TemporaryDirectory(prefix="coldstart_") as tmp:
-        trees = {"this": ROOT}
+        trees = {"this": ROOT, NO_HELPER: ROOT}
         if compare:
             trees[compare] = Path(tmp) / "before"
             trees[compare].mkdir()
@@ -140,7 +145,7 @@ def measure(reps: int, compare: str | None, log) -> dict:
             names = list(trees) if r % 2 == 0 else list(trees)[::-1]  # alternate which tree goes first
             for command in COMMANDS:
                 for name in names:
-                    res = cold_and_warm(trees[name], command)
+                    res = cold_and_warm(trees[name], command, VARIANT_ENV.get(name))
                     runs[name][command].append(res)
                     log(f"rep {r + 1}/{reps} {name:>8} {command:>10}: cold {res['cold']['wall_s']:.1f} s "
                         f"(cpu {res['cold']['cpu_s']:.1f}), warm {res['warm']['wall_s']:.1f} s")  # fmt: skip
@@ -156,10 +161,11 @@ def measure(reps: int, compare: str | None, log) -> dict:
             for c, v in per.items()
         }
     ratios = {}
-    if compare:
+    for other in [NO_HELPER] + ([compare] if compare else []):
         for c in COMMANDS:
-            per_rep = [a["cold"]["wall_s"] / b["cold"]["wall_s"] for a, b in zip(runs["this"][c], runs[compare][c])]
-            ratios[c] = {"median": statistics.median(per_rep), "min": min(per_rep), "max": max(per_rep)}
+            per_rep = [a["cold"]["wall_s"] / b["cold"]["wall_s"] for a, b in zip(runs["this"][c], runs[other][c])]
+            ratios.setdefault(other, {})[c] = {"median": statistics.median(per_rep), "min": min(per_rep),
+                                               "max": max(per_rep)}  # fmt: skip
     return {"runs": runs, "summary": summary, "cold_wall_ratio_this_over_before": ratios, "kernels": profile}
 
 
@@ -171,23 +177,25 @@ def markdown(res: dict) -> str:
              "A fresh process with a new empty `NUMBA_CACHE_DIR` to its first result (cold), then the same command "
              "with that cache (warm); medians of "
              f"{res['args']['reps']} repetitions"
-             + (f", this tree and revision `{cmp_rev}` alternating which runs first" if cmp_rev else "") + ".", "",
+             + (f", this tree and revision `{cmp_rev}` alternating which runs first" if cmp_rev else "") + ". "
+             f"`{NO_HELPER}` is this tree with `SIMULATOR_PREWARM=0`: one process compiles everything (by default "
+             "`simulate` starts a helper process that compiles part of the kernels on the other core, "
+             "simulator/prewarm.py; CPU time includes the helper's).", "",
              "| command | tree | cold wall s | cold CPU s | warm wall s | peak RSS MB (cold) | target |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in COMMANDS:
         for name in s:
             x = s[name][c]
-            lines.append(f"| {LABELS[c]} | {'this' if name == 'this' else '`' + name + '`'} | "
+            lines.append(f"| {LABELS[c]} | {name if name in ('this', NO_HELPER) else '`' + name + '`'} | "
                          f"{x['cold_wall_s_median']:.1f} | {x['cold_cpu_s_median']:.1f} | {x['warm_wall_s_median']:.1f}"
                          f" | {x['cold_peak_rss_mb_median']:.0f} | {TARGET_S[c]:.0f} s |")  # fmt: skip
-    if res["cold_wall_ratio_this_over_before"]:
-        lines += ["", "Cold wall time, this tree / `" + cmp_rev + "` (per repetition): " + "; ".join(
-            f"{c} {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})"
-            for c, r in res["cold_wall_ratio_this_over_before"].items()) + "."]  # fmt: skip
+    for other, per in res["cold_wall_ratio_this_over_before"].items():
+        lines += ["", f"Cold wall time, this tree / `{other}` (per repetition): " + "; ".join(
+            f"{c} {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f})" for c, r in per.items()) + "."]  # fmt: skip
     for c, prof in res["kernels"].items():
         own = sorted(prof["own_s"].items(), key=lambda kv: -kv[1])
         total = sum(v for _, v in own)
-        lines += ["", f"Compile seconds per function, one cold {LABELS[c]} process (own time, nested compiles "
+        lines += ["", f"Compile seconds per function, one cold {LABELS[c]} process without the helper (own time, nested compiles "
                   f"subtracted; {total:.1f} s of compilation in {prof['total_s']:.1f} s, imports {prof['import_s']:.1f} s): "
                   + ", ".join(f"{k.replace('simulator.', '')} {v:.2f}" + (f" (x{prof['count'][k]})" if prof['count'][k] > 1 else "")
                               for k, v in own[:10]) + "."]  # fmt: skip
