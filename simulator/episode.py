@@ -226,7 +226,7 @@ def run_policy_episode(
     cap = np.asarray(caps(arr, float(budget)), dtype=np.float64).copy() if caps else np.full(arr.n, np.inf)
     if first_uncompletable(arr, mask, legacy_only) >= 0:
         st.cnt[REASON] = STALLED
-    if not per_attempt:  # on a cold start, compiled while the helper compiles the planner's kernel
+    if not per_attempt and prewarm.running():  # cold start: compiled while the helper compiles the kernel
         i64 = np.zeros(1, dtype=np.int64)
         prewarm.compile_ahead(launch_atomic, arr, st, i64, 1, i64, i64, np.zeros(1), np.zeros(1, dtype=np.bool_))
     while True:

@@ -78,15 +78,9 @@ def _tiny_arrays(model_ids: Sequence[str]):
     return dag_arrays(pool_from_objects([layered_dag(1, n_nodes=4, models=tuple(model_ids))]), 0, CostSetting())
 
 
-def _all_cached(kernels: list) -> bool:
-    """Whether every kernel has an index for the current sources' file (then there is nothing to do)."""
-    import os
-
-    for k in kernels:
-        index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
-        if index is None or not os.path.exists(index):
-            return False
-    return True
+def _stems(kernels: list) -> list[str]:
+    """Cache file stems (``<module>.<function>``) of ``kernels``."""
+    return [k.py_func.__module__.rsplit(".", 1)[-1] + "." + k.py_func.__name__ for k in kernels]
 
 
 def warm_baseline() -> None:
@@ -135,7 +129,7 @@ def warm_mcpp(method: str, params: dict, model_ids: Sequence[str], launch: str) 
 def warm(method: str, spec, ex, params: dict, model_ids: Sequence[str]) -> None:
     """The helper's work for a checked ``simulate`` run (nothing when its group is cached already)."""
     group = group_of(spec, ex)
-    if group is None or _all_cached(waited_kernels(group)):
+    if group is None or prewarm.cache_has(_stems(waited_kernels(group))):
         return
     if group == "baseline":
         warm_baseline()
