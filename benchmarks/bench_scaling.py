@@ -114,11 +114,11 @@ def grid(sizes, models, caps, limit_ms: float, reps: int, log) -> list[dict]:
     return rows
 
 
-def threads_part(sizes, reps: int, log) -> list[dict]:
-    """Faithful 4-model, 2048-candidate decisions, 1 vs 2 threads interleaved."""
+def threads_part(sizes, reps: int, log, models=(4,)) -> list[dict]:
+    """Faithful 2048-candidate decisions (4-model DAGs unless ``models`` says), 1 vs 2 threads interleaved."""
     rows = []
-    for n in sizes:
-        arr = make_arr(n, 4)
+    for n, nm in [(n, nm) for nm in models for n in sizes]:
+        arr = make_arr(n, nm)
         m_meas = 64 if n < 40 else 8
         params = {"max_candidate_actions": 2048, "M": m_meas}
         ratios, t1s, t2s = [], [], []
@@ -128,10 +128,10 @@ def threads_part(sizes, reps: int, log) -> list[dict]:
             t1s.append(t1)
             t2s.append(t2)
             ratios.append(t1 / t2)
-        rows.append({"nodes": n, "models": 4, "cap": 2048, "M_measured": m_meas, "t1_ms": float(np.median(t1s)) * 1e3,
+        rows.append({"nodes": n, "models": nm, "cap": 2048, "M_measured": m_meas, "t1_ms": float(np.median(t1s)) * 1e3,
                      "t2_ms": float(np.median(t2s)) * 1e3, "speedup_median": float(np.median(ratios)),
                      "speedup_range": [float(min(ratios)), float(max(ratios))]})  # fmt: skip
-        log(f"threads n={n}: 1 -> 2 threads x{np.median(ratios):.2f} (range {min(ratios):.2f}-{max(ratios):.2f})")
+        log(f"threads n={n} models={nm}: 1 -> 2 threads x{np.median(ratios):.2f} (range {min(ratios):.2f}-{max(ratios):.2f})")
     numba.set_num_threads(1)
     return rows
 

@@ -21,7 +21,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numba
@@ -41,6 +41,7 @@ from .mcpp_params import (
     mcpp_params_from_env,
     resolve_params,
 )
+from .mcpp_reuse import STATE_TRIAL, DecisionMemo, state_digest
 from .registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
 from .rng import STREAM_PLANNER, make_key
 from .threads import start_threads
@@ -84,6 +85,7 @@ class Decision:
     wall_ms: float
     members: list[tuple[int, int]]
     anytime: dict | None = None  # anytime planner only: simulations run, interval, limit hit (AnytimeResult.record)
+    reused: bool = False  # reuse="state": taken from an identical earlier state (no simulation run for it)
 
     def summary(self) -> dict:
         out = {
@@ -97,6 +99,8 @@ class Decision:
         }
         if self.anytime is not None:
             out["anytime"] = self.anytime
+        if self.reused:
+            out["reused"] = True
         return out
 
 
@@ -153,6 +157,7 @@ class MCPortfolioPolicy:
         self._models: np.ndarray | None = None
         self._rates: Rates | None = None  # anytime planner: measured kernel speeds (serial / parallel)
         self._loaded = False  # anytime planner: compiled kernels loaded in this process
+        self._memo = DecisionMemo()  # reuse="state": decisions by planner state
 
     # -- model positions ---------------------------------------------------------------
 
@@ -246,6 +251,8 @@ class MCPortfolioPolicy:
             out[p + "anytime_interval_width_max"] = (
                 float(max(a["interval"][1] - a["interval"][0] for a in any_)) if any_ else None
             )
+        if self.params.reuse != "off":
+            out[p + "decisions_reused"] = int(sum(d.reused for d in ds))
         if self.record_decisions:
             out[p + "decision_log"] = [d.summary() for d in ds]
         return out
@@ -260,6 +267,22 @@ class MCPortfolioPolicy:
         tb = self._tables
         parr = tb.arr
         P = self.params
+        if P.reuse == "state":  # the draws are keyed by the state; an identical state takes its decision
+            digest = state_digest(view)
+            memo = self._memo.for_arrays(parr)
+            seen = memo.get(digest)
+            if seen is not None:
+                return replace(
+                    seen,
+                    act_model=seen.act_model.copy(),
+                    act_count=seen.act_count.copy(),
+                    n_simulations=0,
+                    wall_ms=(time.perf_counter() - t0) * 1000.0,
+                    reused=True,
+                )
+            key_trial, key_decision = STATE_TRIAL, digest
+        else:
+            key_trial, key_decision = view.trial, view.decision_index
         models = self._models
         ready = np.asarray(view.ready, dtype=np.int64)
         gen = generate_candidates(
@@ -270,7 +293,7 @@ class MCPortfolioPolicy:
             P.random_free_n,
             P.exact_cap,
             P.max_candidate_actions,
-            candidates_key(view.seed, view.dag, view.trial, view.decision_index),
+            candidates_key(view.seed, view.dag, key_trial, key_decision),
             P.candidate_generator,
         )
         if gen is None:
@@ -309,7 +332,7 @@ class MCPortfolioPolicy:
             inf_already=np.asarray(view.already_success, dtype=np.bool_),
             budget=float(view.budget_left),
             horizon=float(view.deadline - view.t),
-            key=np.uint64(make_key(view.seed, view.dag, view.trial, STREAM_PLANNER, view.decision_index, 0, 0)),
+            key=np.uint64(make_key(view.seed, view.dag, key_trial, STREAM_PLANNER, key_decision, 0, 0)),
             crn=P.evaluation in ("crn", "crn_halving") or P.time_limit_ms is not None,
             prune=self.prune,
             max_steps=int(P.max_rollout_steps),
@@ -359,7 +382,7 @@ class MCPortfolioPolicy:
         act_count = np.zeros(parr.n, dtype=np.int64)
         act_model[ready] = cand_model[best_c]
         act_count[ready] = cand_count[best_c]
-        return Decision(
+        decision = Decision(
             act_model=act_model,
             act_count=act_count,
             candidate=best_c,
@@ -375,6 +398,9 @@ class MCPortfolioPolicy:
             members=members,
             anytime=anytime,
         )
+        if P.reuse == "state":
+            memo.put(digest, replace(decision, act_model=act_model.copy(), act_count=act_count.copy()))
+        return decision
 
     def _anytime(self, evaluate_on, dec: DecisionState, members, pair_c, pair_m, deadline: float):
         """The anytime evaluation (:mod:`simulator.mcpp_anytime`): exact pruning, ranking, racing."""

@@ -23,6 +23,9 @@ from .validation import check_number
 MCPP = "mc_portfolio_rollout"
 CANDIDATE_GENERATORS = ("faithful", "corrected")
 EVALUATIONS = ("faithful", "crn", "halving", "crn_halving")
+#: ``reuse``: "off" (the paper's planner) or "state" (a decision is a function of the planner state: draws
+#: keyed by the state, not the trial, and a state met again reuses the decision and its simulations)
+REUSES = ("off", "state")
 
 #: environment variable -> parameter name
 ENV_VARS: dict[str, str] = {
@@ -39,6 +42,7 @@ ENV_VARS: dict[str, str] = {
     "MC_PORTFOLIO_HALVING_ETA": "halving_eta",
     "MC_PORTFOLIO_HALVING_ROUNDS": "halving_rounds",
     "MC_PORTFOLIO_TIME_LIMIT_MS": "time_limit_ms",
+    "MC_PORTFOLIO_REUSE": "reuse",
 }
 
 # keys that never change results (not part of the recorded parameters)
@@ -62,6 +66,7 @@ class MCPPParams:
     halving_eta: int = 2
     halving_rounds: int = 4
     time_limit_ms: float | None = None  # anytime planner: per-decision wall-time limit (None = faithful)
+    reuse: str = "off"  # "state": decisions keyed by, and reused across, identical planner states
 
     @property
     def exact_cap(self) -> int:
@@ -78,6 +83,8 @@ class MCPPParams:
         if self.time_limit_ms is None:
             # absent, not null, when off: the faithful default's records stay byte-identical
             del d["time_limit_ms"]
+        if self.reuse == "off":
+            del d["reuse"]  # likewise
         return d
 
 
@@ -147,7 +154,11 @@ def resolve_params(params: Mapping[str, Any] | None = None, **overrides: Any) ->
         out["time_limit_ms"] = check_number(
             raw["time_limit_ms"], "MCPP parameter time_limit_ms", lo=0.0, lo_inclusive=False
         )
-    for name, choices in (("candidate_generator", CANDIDATE_GENERATORS), ("evaluation", EVALUATIONS)):
+    for name, choices in (
+        ("candidate_generator", CANDIDATE_GENERATORS),
+        ("evaluation", EVALUATIONS),
+        ("reuse", REUSES),
+    ):
         if raw.get(name) not in (None, ""):
             val = str(raw[name]).strip().lower().replace("-", "_").replace("+", "_")
             if val not in choices:
@@ -190,6 +201,11 @@ def add_mcpp_arguments(parser: argparse.ArgumentParser) -> None:
         "--mc-portfolio-time-limit-ms",
         metavar="MS",
         help="anytime planner: wall-time limit per decision in ms (default: off, the faithful planner)",
+    )
+    g.add_argument(
+        "--mc-portfolio-reuse",
+        choices=REUSES,
+        help="option: 'state' keys a decision's draws by the planner state and reuses it when the state repeats",
     )
 
 

@@ -88,6 +88,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.mcpp_candidates", "planner"),
     ("simulator.mcpp_kernel", "planner"),
     ("simulator.mcpp_anytime", "planner"),
+    ("simulator.mcpp_reuse", "planner"),
     ("simulator.mc_portfolio_policy", "planner"),
     ("simulator.planner_api", "planner"),
     ("simulator.methods", "methods"),

@@ -1,0 +1,112 @@
+"""1 vs 2 threads on MCPP decisions, on an idle machine and with another process holding one core.
+
+Run by hand (never in the test suite; about 3-5 minutes on a 2-core machine)::
+
+    python -m benchmarks.bench_threads                 # -> benchmarks/results_threads.json
+    python -m benchmarks.bench_threads --write-readme  # also the section in benchmarks/README.md
+
+The decisions are those of ``bench_scaling``'s threads part (the first
+faithful decision of a synthetic layered DAG, width 4, 2048 candidates, M = 64
+below 40 nodes and 8 from 40 nodes), for 4-model DAGs and also 1-model ones
+(where a parallel pair loop gains least). Each case is timed with 1 and 2
+threads, interleaved (1, 2, 1, 2, ...): on a shared machine only a side-by-side
+ratio means something. "Loaded" runs the same with a busy process started by
+this script (``python -c "while True: pass"``, normal priority) holding one
+core for the whole measurement: the load a second job or another user's
+benchmark puts on a 2-core machine. A speed-up below 1 there would mean that
+asking for 2 threads makes a decision slower than one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numba
+
+from simulator.io_utils import atomic_write_json
+
+from .bench_scaling import threads_part
+from .common import write_readme_section
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results_threads.json"
+START, END = "<!-- bench_threads:start -->", "<!-- bench_threads:end -->"
+
+
+@contextmanager
+def busy_core():
+    """A process spinning on one core for the duration of the block."""
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1.0)  # let the scheduler see it
+        yield
+    finally:
+        p.kill()
+        p.wait()
+
+
+def markdown(res: dict) -> str:
+    lines = [
+        START,
+        "1 -> 2 threads on faithful first decisions (cap 2048; interleaved runs, ratio = t1 / t2 per pair, "
+        f"{res['args']['reps']} pairs per case), idle and with a busy process holding one core:",
+        "",
+        "| load | nodes | models | M | 1 thread ms | 2 threads ms | speed-up (median) | range |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for load in ("idle", "loaded"):
+        for r in res[load]:
+            lo, hi = r["speedup_range"]
+            lines.append(
+                f"| {load} | {r['nodes']} | {r['models']} | {r['M_measured']} | {r['t1_ms']:.1f} | {r['t2_ms']:.1f} "
+                f"| {r['speedup_median']:.2f} | {lo:.2f}-{hi:.2f} |"
+            )
+    lines += [
+        "",
+        f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python {platform.python_version()}); "
+        f"1-minute load average before/after: {res['load_before']:.1f} / {res['load_after']:.1f} "
+        "(the loaded rows add the busy process's 1.0). Reproduce: `python -m benchmarks.bench_threads --write-readme`.",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[5, 20, 40, 80])
+    ap.add_argument("--models", type=int, nargs="+", default=[4, 1])
+    ap.add_argument("--reps", type=int, default=3, help="interleaved 1-thread/2-thread pairs per case (3)")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--write-readme", action="store_true")
+    args = ap.parse_args(argv)
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        print("needs 2 numba threads (NUMBA_NUM_THREADS >= 2)", file=sys.stderr)
+        return 2
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    t0 = time.perf_counter()
+    res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
+           "load_before": os.getloadavg()[0]}  # fmt: skip
+    res["idle"] = threads_part(args.sizes, args.reps, log, args.models)
+    with busy_core():
+        res["loaded"] = threads_part(args.sizes, args.reps, lambda m: log("loaded " + m), args.models)
+    res["load_after"] = os.getloadavg()[0]
+    res["seconds"] = time.perf_counter() - t0
+    atomic_write_json(args.out, res)
+    log(f"wrote {args.out} ({res['seconds']:.0f} s)")
+    if args.write_readme:
+        write_readme_section(START, END, markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
