@@ -55,6 +55,12 @@ def busy_core():
 def markdown(res: dict) -> str:
     lines = [
         START,
+        "## 1 vs 2 threads, idle and loaded (`bench_threads.py`)",
+        "",
+        "```bash",
+        "python -m benchmarks.bench_threads --write-readme   # -> benchmarks/results_threads.json",
+        "```",
+        "",
         "1 -> 2 threads on faithful first decisions (cap 2048; interleaved runs, ratio = t1 / t2 per pair, "
         f"{res['args']['reps']} pairs per case), idle and with a busy process holding one core:",
         "",
