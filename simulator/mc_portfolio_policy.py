@@ -516,6 +516,7 @@ METHODS: tuple[MethodSpec, ...] = (
             "halving": ("evaluation", "halving"),
             "crn_halving": ("evaluation", "crn_halving"),
             "corrected": ("candidate_generator", "corrected"),
+            "reuse": ("reuse", "state"),
         },
         description="Monte Carlo Portfolio Planning",
     ),

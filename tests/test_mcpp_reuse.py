@@ -147,3 +147,15 @@ def test_flag_and_environment():
     assert mcpp_params_from_args(ap.parse_args(["--mc-portfolio-reuse", "state"])) == {"reuse": "state"}
     assert resolve_params(mcpp_params_from_env({"MC_PORTFOLIO_REUSE": "state"})).reuse == "state"
     assert resolve_params({"reuse": "State"}).reuse == "state"
+
+
+def test_variant_word_runs_it_through_the_registry():
+    """``mc_portfolio_rollout[reuse]`` is MCPP with reuse=state, as a method of its own in a grid."""
+    from simulator.simulate import simulate_policy
+
+    arr = _arr(layered_dag(5, n_nodes=6))
+    b, d = nominal_budget(arr), nominal_deadline(arr)
+    a = simulate_policy(arr, "mc_portfolio_rollout[reuse]", b, d, range(3), 42, 0, PARAMS)
+    c = simulate_policy(arr, "mc_portfolio_rollout", b, d, range(3), 42, 0, {**PARAMS, "reuse": "state"})
+    assert a.method == "mc_portfolio_rollout[reuse]"
+    assert a.makespan.tobytes() == c.makespan.tobytes() and a.total_cost.tobytes() == c.total_cost.tobytes()
