@@ -40,6 +40,29 @@ OUT = ROOT / "benchmarks" / "results_threads.json"
 START, END = "<!-- bench_threads:start -->", "<!-- bench_threads:end -->"
 
 
+SPIN = "import time; t = time.perf_counter(); x = 0\nfor i in range(8_000_000): x += i * i\nprint(time.perf_counter() - t)"
+
+
+def _spin(n_procs: int) -> float:
+    """Seconds of the slowest of ``n_procs`` identical CPU-bound processes started together."""
+    ps = [subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True) for _ in range(n_procs)]
+    return max(float(p.communicate()[0]) for p in ps)
+
+
+def machine_ceiling(reps: int) -> dict:
+    """What 2 cores give 2 independent processes here: 2 x (time of one alone) / (time of two together).
+
+    The same pure-Python loop in one process, then in two at once, interleaved. No
+    shared memory, no synchronisation: a thread speed-up cannot beat this (on a
+    virtual machine the two cores may share a physical core or its memory bandwidth).
+    """
+    ratios = []
+    for _ in range(reps):
+        one, two = _spin(1), _spin(2)
+        ratios.append(2 * one / two)
+    return {"speedup_median": float(sorted(ratios)[len(ratios) // 2]), "speedup_range": [min(ratios), max(ratios)]}
+
+
 @contextmanager
 def busy_core():
     """A process spinning on one core for the duration of the block."""
@@ -74,6 +97,12 @@ def markdown(res: dict) -> str:
                 f"| {load} | {r['nodes']} | {r['models']} | {r['M_measured']} | {r['t1_ms']:.1f} | {r['t2_ms']:.1f} "
                 f"| {r['speedup_median']:.2f} | {lo:.2f}-{hi:.2f} |"
             )
+    cb, ca = res.get("ceiling_before"), res.get("ceiling_after")
+    if cb and ca:
+        lines += ["", "The machine's own ceiling, 2 identical CPU-bound processes at once against one alone (2 x t1 / t2; "
+                  "no sharing, no synchronisation), measured before and after the idle rows: "
+                  f"x{cb['speedup_median']:.2f} (range {cb['speedup_range'][0]:.2f}-{cb['speedup_range'][1]:.2f}) and "
+                  f"x{ca['speedup_median']:.2f} (range {ca['speedup_range'][0]:.2f}-{ca['speedup_range'][1]:.2f})."]  # fmt: skip
     lines += [
         "",
         f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python {platform.python_version()}); "
@@ -102,7 +131,11 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
            "load_before": os.getloadavg()[0]}  # fmt: skip
+    res["ceiling_before"] = machine_ceiling(args.reps)
     res["idle"] = threads_part(args.sizes, args.reps, log, args.models)
+    res["ceiling_after"] = machine_ceiling(args.reps)
+    log(f"machine ceiling (2 processes / 1): before x{res['ceiling_before']['speedup_median']:.2f}, "
+        f"after x{res['ceiling_after']['speedup_median']:.2f}")  # fmt: skip
     with busy_core():
         res["loaded"] = threads_part(args.sizes, args.reps, lambda m: log("loaded " + m), args.models)
     res["load_after"] = os.getloadavg()[0]
