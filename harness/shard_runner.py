@@ -146,6 +146,32 @@ def check_pool_checksum(spec: ShardSpec) -> None:
         )
 
 
+def load_pools(spec: ShardSpec, dags: list[int]):
+    """(execution pool, planning pool or None) of a shard, holding only ``dags``."""
+    pool = load_pool(spec.pool, indices=dags)
+    planning_pool = None
+    if spec.planning.get("pool") and uses_planning(spec.methods):
+        planning_pool = load_pool(spec.planning["pool"], indices=dags)
+    return pool, planning_pool
+
+
+def settings_of(spec: ShardSpec) -> RunSettings:
+    """The simulator settings of a shard (every one from its command line)."""
+    return RunSettings(
+        seed=spec.seed,
+        cost=CostSetting(
+            cost_mode=spec.cost_mode,
+            latency_dist=spec.latency_dist,
+            prices=spec.prices,
+            default_price_model=spec.default_price_model,
+        ),
+        mcpp=dict(spec.mcpp),
+        further=dict(spec.further),
+        execution_rules=spec.execution_rules,
+        planning=dict(spec.planning) if uses_planning(spec.methods) else {},
+    )
+
+
 def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
     """Compute every unverified DAG of the shard; returns a summary dict."""
     scrub_environment()
@@ -164,23 +190,8 @@ def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
     progress.write(force=True)
     reused = len(spec.dags) - len(todo)
     if todo:
-        pool = load_pool(spec.pool, indices=todo)
-        planning_pool = None
-        if spec.planning.get("pool") and uses_planning(spec.methods):
-            planning_pool = load_pool(spec.planning["pool"], indices=todo)
-        settings = RunSettings(
-            seed=spec.seed,
-            cost=CostSetting(
-                cost_mode=spec.cost_mode,
-                latency_dist=spec.latency_dist,
-                prices=spec.prices,
-                default_price_model=spec.default_price_model,
-            ),
-            mcpp=dict(spec.mcpp),
-            further=dict(spec.further),
-            execution_rules=spec.execution_rules,
-            planning=dict(spec.planning) if uses_planning(spec.methods) else {},
-        )
+        pool, planning_pool = load_pools(spec, todo)
+        settings = settings_of(spec)
         for pos, d in enumerate(todo):
             start = progress.done
             records = simulate_dag(pool, pos, spec, settings, planning_pool, progress.add)

@@ -55,6 +55,17 @@ def default_threads(environ: dict | None = None) -> int:
     return cores()
 
 
+def shard_env(threads: int) -> dict:
+    """The environment of a shard process (and of the cold-start warm-up, which must compile alike)."""
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["NUMBA_NUM_THREADS"] = str(threads)  # always set: numba's own default is every core of the node
+    # and the BLAS of numpy/scipy too, unless set: its pools (a thread per core in every shard process)
+    # took CPU from the other workers (measured: 2 workers no faster than 1 on 2 cores; 2.2x with this)
+    env.setdefault("OPENBLAS_NUM_THREADS", str(threads))
+    return env
+
+
 def record_parallelism(rd: RunDir, info: dict) -> None:
     """Write how the run's workers share the cores into ``run.json`` (key ``parallelism``; results never change)."""
     from simulator.io_utils import atomic_write_json
@@ -226,13 +237,8 @@ class ShardRunner:
         st.heartbeat(sid, self.worker, {"done": 0, "total": total, "attempt": attempt})
         os.makedirs(self.rd.logs, exist_ok=True)
         log_path = os.path.join(self.rd.logs, f"{sid}.log")
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        threads = self.opts.threads_per_shard or default_threads(env)
-        env["NUMBA_NUM_THREADS"] = str(threads)  # always set: numba's own default is every core of the node
-        # and the BLAS of numpy/scipy too, unless set: its pools (a thread per core in every shard process)
-        # took CPU from the other workers (measured: 2 workers no faster than 1 on 2 cores; 2.2x with this)
-        env.setdefault("OPENBLAS_NUM_THREADS", str(threads))
+        threads = self.opts.threads_per_shard or default_threads(os.environ)
+        env = shard_env(threads)
         t0 = time.time()
         with open(log_path, "ab") as logf:
             logf.write(
@@ -433,6 +439,12 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
     if n_workers * opts.threads_per_shard > n_cores:
         print(f"local: {n_workers} workers on {n_cores} core(s): the machine is oversubscribed "
               f"(N_WORKERS=all uses one worker per core)", file=sys.stderr)  # fmt: skip
+    from .warmup import warm_up
+
+    lines = rd.job_lines()
+    hosted = hosted_command(lines[0]) if lines else None
+    warm_up(rd, min(n_workers, n_cores), shard_env(opts.threads_per_shard), lambda m: print(m, file=sys.stderr),
+            hosted[:2] if hosted else None)  # fmt: skip
     stop = threading.Event()
     counts: dict[str, int] = {}
     lock = threading.Lock()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
+import hashlib
 import os
 import subprocess
 import sys
@@ -45,6 +46,8 @@ POLL_S = 0.01
 #: set to 0 to never start a helper
 ENV_SWITCH = "SIMULATOR_PREWARM"
 ROOT = Path(__file__).resolve().parents[1]
+#: this package's directory as numba names it (the absolute path of the sources, symlinks kept)
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 _helper: subprocess.Popen | None = None
 
@@ -63,16 +66,33 @@ def enabled() -> bool:
     return _usable_cpus() >= 2
 
 
+def cache_dir(package: str = "") -> str:
+    """Where numba keeps the compiled code of ``simulator`` (or its subpackage ``package``, e.g. "further").
+
+    Numba's own rule: ``NUMBA_CACHE_DIR/<directory name>_<sha1 of the
+    directory's absolute path>`` when that variable is set, else
+    ``__pycache__`` next to the sources (so two checkouts sharing one
+    ``NUMBA_CACHE_DIR`` never see each other's entries).
+    """
+    src = os.path.join(_HERE, *package.split("/")) if package else _HERE
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    if root:
+        return os.path.join(root, os.path.basename(src) + "_" + hashlib.sha1(src.encode()).hexdigest())
+    return os.path.join(src, "__pycache__")
+
+
 def cache_has(stems: Iterable[str]) -> bool:
-    """Whether numba's cache holds an index for every kernel file stem (``<module>.<function>``).
+    """Whether numba's cache holds an index for every kernel file stem (``[package/]<module>.<function>``).
 
     A look at file names only (numba names an index
     ``<module>.<function>-<line>.py<version>.nbi``; nothing is imported): an
     index left by an older version of the sources counts too.
     """
-    root = os.environ.get("NUMBA_CACHE_DIR")
-    where = os.path.join(root, "simulator_*") if root else str(ROOT / "simulator" / "__pycache__")
-    return all(glob.glob(os.path.join(where, f"{stem}-*.nbi")) for stem in stems)
+    for s in stems:
+        package, _, stem = s.rpartition("/")
+        if not glob.glob(os.path.join(glob.escape(cache_dir(package)), f"{stem}-*.nbi")):
+            return False
+    return True
 
 
 def launch(argv: Sequence[str]) -> subprocess.Popen | None:

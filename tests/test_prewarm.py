@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -153,13 +154,32 @@ def test_no_helper_on_a_warm_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("SIMULATOR_PREWARM", "1")
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert not prewarm.cache_has(prewarm_groups.KERNEL_FILES)
-    sub = tmp_path / "simulator_0123abcd"
+    other = tmp_path / "simulator_0123abcd"  # another checkout's entries (same NUMBA_CACHE_DIR) do not count
+    other.mkdir()
+    for stem in prewarm_groups.KERNEL_FILES:
+        (other / f"{stem}-1.py311.nbi").write_bytes(b"")
+    assert not prewarm.cache_has(prewarm_groups.KERNEL_FILES)
+    sub = Path(prewarm.cache_dir())
+    assert sub.parent == tmp_path and sub.name.startswith("simulator_")
     sub.mkdir()
     for stem in prewarm_groups.KERNEL_FILES:
         (sub / f"{stem}-1.py311.nbi").write_bytes(b"")
     assert prewarm.cache_has(prewarm_groups.KERNEL_FILES)
     prewarm_groups.start([*SIMULATE, "--method", "sequential"])
     assert calls == []
+
+
+def test_cache_dir_is_numbas(monkeypatch, tmp_path):
+    """The directory numba's own locator picks, for the package and a subpackage, with and without NUMBA_CACHE_DIR."""
+    from numba.core.caching import _CacheLocator
+
+    import simulator.further.loader as loader
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    for package, src in (("", prewarm.__file__), ("further", loader.__file__)):
+        assert prewarm.cache_dir(package) == os.path.join(str(tmp_path), _CacheLocator.get_suitable_cache_subpath(src))
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert prewarm.cache_dir("further") == os.path.join(os.path.dirname(os.path.abspath(loader.__file__)), "__pycache__")
 
 
 def test_no_wait_without_a_helper(monkeypatch):
