@@ -114,12 +114,15 @@ def grid(sizes, models, caps, limit_ms: float, reps: int, log) -> list[dict]:
     return rows
 
 
-def threads_part(sizes, reps: int, log, models=(4,)) -> list[dict]:
-    """Faithful 2048-candidate decisions (4-model DAGs unless ``models`` says), 1 vs 2 threads interleaved."""
+def threads_part(sizes, reps: int, log, models=(4,), M: int | None = None) -> list[dict]:
+    """Faithful 2048-candidate decisions (4-model DAGs unless ``models`` says), 1 vs 2 threads interleaved.
+
+    ``M``: simulations per pair (default 64 below 40 nodes, 8 from 40 nodes, to keep the run short).
+    """
     rows = []
     for n, nm in [(n, nm) for nm in models for n in sizes]:
         arr = make_arr(n, nm)
-        m_meas = 64 if n < 40 else 8
+        m_meas = M or (64 if n < 40 else 8)
         params = {"max_candidate_actions": 2048, "M": m_meas}
         ratios, t1s, t2s = [], [], []
         for _ in range(reps):

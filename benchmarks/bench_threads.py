@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[5, 20, 40, 80])
     ap.add_argument("--models", type=int, nargs="+", default=[4, 1])
     ap.add_argument("--reps", type=int, default=3, help="interleaved 1-thread/2-thread pairs per case (3)")
+    ap.add_argument("--m", type=int, default=None, help="simulations per pair (default: 64 below 40 nodes, else 8)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
@@ -132,12 +133,12 @@ def main(argv=None) -> int:
     res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
            "load_before": os.getloadavg()[0]}  # fmt: skip
     res["ceiling_before"] = machine_ceiling(args.reps)
-    res["idle"] = threads_part(args.sizes, args.reps, log, args.models)
+    res["idle"] = threads_part(args.sizes, args.reps, log, args.models, args.m)
     res["ceiling_after"] = machine_ceiling(args.reps)
     log(f"machine ceiling (2 processes / 1): before x{res['ceiling_before']['speedup_median']:.2f}, "
         f"after x{res['ceiling_after']['speedup_median']:.2f}")  # fmt: skip
     with busy_core():
-        res["loaded"] = threads_part(args.sizes, args.reps, lambda m: log("loaded " + m), args.models)
+        res["loaded"] = threads_part(args.sizes, args.reps, lambda m: log("loaded " + m), args.models, args.m)
     res["load_after"] = os.getloadavg()[0]
     res["seconds"] = time.perf_counter() - t0
     atomic_write_json(args.out, res)
