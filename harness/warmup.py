@@ -90,7 +90,7 @@ def warm_up(
         return None
     python, root = (python[0], os.path.dirname(python[1])) if python else (sys.executable, str(prewarm.ROOT))
     log(f"local: cold numba cache: compiling the {', '.join(groups)} kernels once, in parallel, before the workers "
-        "start (seconds; then cached)")  # fmt: skip
+        "start (a few seconds, once per machine)")  # fmt: skip
     t0 = time.monotonic()
     procs = {
         g: subprocess.Popen([python, "-c", BOOT, root, rd.path, g], env=env, cwd=root, stdin=subprocess.DEVNULL,
