@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import UserError
-from simulator.graph import graph_from_named
+from simulator.base.errors import UserError
+from simulator.pools.graph import graph_from_named
 
 log = logging.getLogger("proofflow.benchmark")
 

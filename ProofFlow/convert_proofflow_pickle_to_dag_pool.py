@@ -32,11 +32,11 @@ from typing import Any
 
 from ProofFlow.lean_check import classify_messages, parse_lean_json_output
 from ProofFlow.safe_pickle import ProofItem, load_proofflow_pickle
-from simulator.errors import PoolError, UserError, cli_entry
-from simulator.graph import graph_from_named
-from simulator.pool import MAX_POOL_VALUE, parse_dag
-from simulator.stats import template_from_rows
-from simulator.validation import check_number, check_output_file
+from simulator.base.errors import PoolError, UserError, cli_entry
+from simulator.base.validation import check_number, check_output_file
+from simulator.pools.graph import graph_from_named
+from simulator.pools.pool import MAX_POOL_VALUE, parse_dag
+from simulator.pools.stats import template_from_rows
 
 log = logging.getLogger("proofflow.convert")
 
@@ -299,7 +299,7 @@ def convert_many(
     semantic_gate: float | None = None,
 ) -> list[dict[str, Any]]:
     """Convert pickles (in the given order) and write the validated pool atomically."""
-    from simulator.pool import write_pool
+    from simulator.pools.pool import write_pool
 
     dags = [convert_pickle(p, model_id, semantic_gate) for p in paths]
     ids = [d["problem_id"] for d in dags]

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import UserError
+from simulator.base.errors import UserError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")

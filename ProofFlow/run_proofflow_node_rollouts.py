@@ -65,8 +65,8 @@ from ProofFlow.prompts import (
     strip_header,
     theorem_head,
 )
-from simulator.errors import UserError, cli_entry
-from simulator.io_utils import atomic_write_json, dumps_compact
+from simulator.base.errors import UserError, cli_entry
+from simulator.base.io_utils import atomic_write_json, dumps_compact
 
 log = logging.getLogger("proofflow.rollouts")
 

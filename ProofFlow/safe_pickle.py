@@ -18,7 +18,7 @@ import os
 import pickle
 from typing import Any
 
-from simulator.errors import UserError
+from simulator.base.errors import UserError
 
 PROOF_GRAPH_MODULE = "proofflow.proof_graph"
 

@@ -9,12 +9,12 @@ Each episode runs twice on the same keyed execution randomness (seed, DAG,
 trial): once with the faithful planner (no time limit), once with
 ``time_limit_ms`` (default 100). The completion probability of each and the
 paired difference anytime - faithful, with a 95% interval clustered by DAG
-(:func:`simulator.scoring.paired_difference`), over two pools:
+(:func:`simulator.base.scoring.paired_difference`), over two pools:
 
 * the example pool (24 DAGs, 4 models), budgets 0.5 / 1 / 2 x nominal,
   deadline 1 x nominal, the harness's candidate cap (2048);
 * a synthetic pool of 40-node, 4-model layered DAGs
-  (:func:`simulator.testing.layered_dag`, width 4), budgets 0.5 / 1 x
+  (:func:`simulator.engine.testing.layered_dag`, width 4), budgets 0.5 / 1 x
   nominal, deadline 1 x nominal, candidate cap 260 (faithful 40-node
   decisions at cap 2048 take seconds each, so an episode takes minutes).
 
@@ -35,14 +35,14 @@ import time
 import numba
 import numpy as np
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
-from simulator.io_utils import atomic_write_json
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool, pool_from_objects
-from simulator.scoring import paired_difference, wilson_interval
-from simulator.testing import layered_dag
+from simulator.base.io_utils import atomic_write_json
+from simulator.base.scoring import paired_difference, wilson_interval
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.testing import layered_dag
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.pools.pool import load_pool, pool_from_objects
 
 from .common import ROOT, write_readme_section
 

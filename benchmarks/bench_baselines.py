@@ -32,10 +32,10 @@ EXAMPLE = ROOT / "examples" / "example_pool.jsonl"
 
 
 def episodes_per_second(pool_path: str, trials: int, ratios=(0.5, 1.0, 2.0)) -> dict:
-    from simulator.arrays import CostSetting, dag_arrays
-    from simulator.baselines import BASELINE_METHODS
-    from simulator.nominal import nominal_budget
-    from simulator.pool import load_pool
+    from simulator.baselines.compiled import BASELINE_METHODS
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget
+    from simulator.pools.pool import load_pool
     from simulator.simulate import simulate_baseline
 
     pool = load_pool(pool_path)
@@ -76,8 +76,8 @@ def jit_times() -> dict:
         f"""
         import sys, time
         t0 = time.perf_counter()
-        from simulator.pool import load_pool
-        from simulator.arrays import dag_arrays, CostSetting
+        from simulator.pools.pool import load_pool
+        from simulator.costs.arrays import dag_arrays, CostSetting
         from simulator.simulate import simulate_baseline
         pool = load_pool({str(EXAMPLE)!r})
         arr = dag_arrays(pool, 0, CostSetting())
@@ -113,7 +113,7 @@ def pool_memory(n_dags: int) -> dict:
             f"""
             import resource, sys, time
             import numpy, json
-            from simulator.pool import load_pool
+            from simulator.pools.pool import load_pool
             def rss():
                 with open('/proc/self/status') as fh:
                     for line in fh:
@@ -165,7 +165,7 @@ def main() -> None:
     print(f"layered 20: {results['layered_20_nodes']['us_per_episode_mean']:.2f} us/episode")
     results["pool_memory"] = pool_memory(args.memory_dags)
     print("pool memory", json.dumps(results["pool_memory"]))
-    from simulator.io_utils import atomic_write_json
+    from simulator.base.io_utils import atomic_write_json
 
     atomic_write_json(args.out, results)
     print("wrote", args.out)

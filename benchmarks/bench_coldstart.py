@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from simulator.io_utils import atomic_write_json
+from simulator.base.io_utils import atomic_write_json
 
 from .common import export_revision, write_readme_section
 
@@ -79,10 +79,10 @@ class Listener(event.Listener):
 
 event.register("numba:compile", Listener())
 t0 = time.perf_counter()
-import simulator.cli
+import simulator.cli.main
 t_import = time.perf_counter() - t0
 try:
-    simulator.cli.main(sys.argv[1:])
+    simulator.cli.main.main(sys.argv[1:])
 except SystemExit:
     pass
 print(json.dumps({"import_s": t_import, "total_s": time.perf_counter() - t0,
@@ -180,7 +180,7 @@ def markdown(res: dict) -> str:
              + (f", this tree and revision `{cmp_rev}` alternating which runs first" if cmp_rev else "") + ". "
              f"`{NO_HELPER}` is this tree with `SIMULATOR_PREWARM=0`: one process compiles everything (by default "
              "`simulate` starts a helper process that compiles part of the kernels on the other core, "
-             "simulator/prewarm.py; CPU time includes the helper's).", "",
+             "simulator/base/prewarm.py; CPU time includes the helper's).", "",
              "| command | tree | cold wall s | cold CPU s | warm wall s | peak RSS MB (cold) | target |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in COMMANDS:

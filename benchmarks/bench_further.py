@@ -40,15 +40,15 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from simulator.arrays import CostSetting, dag_arrays  # noqa: E402
-from simulator.baselines import BASELINE_METHODS  # noqa: E402
-from simulator.episode import run_policy_episode  # noqa: E402
-from simulator.further.variants import FURTHER_METHODS  # noqa: E402
-from simulator.mc_portfolio_policy import MCPortfolioPolicy  # noqa: E402
-from simulator.nominal import nominal_budget, nominal_deadline  # noqa: E402
-from simulator.pool import load_pool, pool_from_objects  # noqa: E402
+from simulator.baselines.compiled import BASELINE_METHODS  # noqa: E402
+from simulator.baselines.further.variants import FURTHER_METHODS  # noqa: E402
+from simulator.costs.arrays import CostSetting, dag_arrays  # noqa: E402
+from simulator.costs.nominal import nominal_budget, nominal_deadline  # noqa: E402
+from simulator.engine.episode import run_policy_episode  # noqa: E402
+from simulator.engine.testing import layered_dag  # noqa: E402
+from simulator.mcpp.policy import MCPortfolioPolicy  # noqa: E402
+from simulator.pools.pool import load_pool, pool_from_objects  # noqa: E402
 from simulator.simulate import simulate_baseline, simulate_method  # noqa: E402
-from simulator.testing import layered_dag  # noqa: E402
 
 MCPP = "mc_portfolio_rollout"
 OUT = ROOT / "benchmarks" / "results_further.json"

@@ -92,12 +92,12 @@ import hashlib, json, sys, time
 sys.path.insert(0, ".")
 import numba
 numba.set_num_threads(1)
-import simulator.mc_portfolio_policy as mpp
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.testing import MODELS4, first_view, layered_dag
+import simulator.mcpp.policy as mpp
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.pools.pool import pool_from_objects
+from simulator.engine.testing import MODELS4, first_view, layered_dag
 n, cap, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 arr = dag_arrays(pool_from_objects([layered_dag(7, n_nodes=n, width=4, models=MODELS4)]), 0, CostSetting())
 pol = MCPortfolioPolicy({"max_candidate_actions": cap, "M": 8})
@@ -219,7 +219,7 @@ def markdown(res: dict) -> str:
 
 
 def write_readme(section: str) -> None:
-    from simulator.io_utils import atomic_write_text
+    from simulator.base.io_utils import atomic_write_text
 
     path = os.path.join(ROOT, "benchmarks", "README.md")
     text = open(path, encoding="utf-8").read()

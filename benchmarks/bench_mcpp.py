@@ -37,13 +37,13 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
-from simulator.io_utils import atomic_write_json
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool, pool_from_objects
-from simulator.testing import first_view, layered_dag
+from simulator.base.io_utils import atomic_write_json
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.testing import first_view, layered_dag
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.pools.pool import load_pool, pool_from_objects
 
 from .common import export_revision
 
@@ -52,11 +52,11 @@ ROOT = Path(__file__).resolve().parents[1]
 JIT_SCRIPT = r"""
 import sys, time
 t0 = time.perf_counter()
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.testing import first_view, layered_dag
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.pools.pool import pool_from_objects
+from simulator.engine.testing import first_view, layered_dag
 pool = pool_from_objects([layered_dag(1, n_nodes=6)])
 arr = dag_arrays(pool, 0, CostSetting())
 pol = MCPortfolioPolicy(M=4, max_candidate_actions=20)
@@ -84,11 +84,11 @@ COMPARE_SCRIPT = r"""
 import json, sys, time
 import numba
 import numpy as np
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import DecisionView
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.engine.episode import DecisionView
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.pools.pool import load_pool
 
 numba.set_num_threads(1)
 # CPU time of this (single-threaded) process: less sensitive than wall time to other users' load
@@ -124,7 +124,7 @@ def decisions(path, cands, prune, reps):
 
 
 def baselines(path, trials, reps):
-    from simulator.baselines import BASELINE_METHODS
+    from simulator.baselines.compiled import BASELINE_METHODS
     from simulator.simulate import simulate_baseline
 
     pool = load_pool(path)

@@ -17,7 +17,7 @@ over the same keyed execution randomness (the paired difference reuse - off,
 * the example pool (24 DAGs, 4 models), budgets 0.5 / 1 / 2 x nominal,
   deadline 1 x nominal, the harness's candidate cap (2048), faithful M = 64;
   and the same with the anytime planner (``time_limit_ms``, default 100);
-* synthetic 20-node, 4-model layered DAGs (:func:`simulator.testing.layered_dag`),
+* synthetic 20-node, 4-model layered DAGs (:func:`simulator.engine.testing.layered_dag`),
   budgets 0.5 / 1 x nominal, candidate cap 260, faithful.
 
 The planners differ in their keys (state vs trial), so their episodes differ
@@ -36,12 +36,12 @@ import time
 import numba
 import numpy as np
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
-from simulator.io_utils import atomic_write_json
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.scoring import paired_difference
+from simulator.base.io_utils import atomic_write_json
+from simulator.base.scoring import paired_difference
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import run_policy_episode
+from simulator.mcpp.policy import MCPortfolioPolicy
 
 from .bench_anytime import example_pool, synthetic_pool
 from .common import ROOT, write_readme_section

@@ -9,7 +9,7 @@ Run by hand (never in the test suite; about 6-10 minutes on a 2-core machine)::
 Parts:
 
 * **grid**: the first decision (nominal budget and deadline) of a synthetic
-  layered DAG (:func:`simulator.testing.layered_dag`, width 4) of each size x
+  layered DAG (:func:`simulator.engine.testing.layered_dag`, width 4) of each size x
   models (1, 4) x candidate cap (260, 2048), one thread; faithful and
   anytime (``time_limit_ms``, default 100). Faithful decisions on DAGs of
   40 nodes or more are measured with M = 8 instead of 64 (simulations are
@@ -43,12 +43,12 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.io_utils import atomic_write_json
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.testing import MODELS4, first_view, layered_dag
+from simulator.base.io_utils import atomic_write_json
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.testing import MODELS4, first_view, layered_dag
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.pools.pool import pool_from_objects
 
 from .bench_anytime import example_pool, paired_episodes
 from .bench_coldstart import COMMANDS, LABELS, cold_and_warm
@@ -165,7 +165,7 @@ def markdown(res: dict) -> str:
         "python -m benchmarks.bench_scaling --write-readme   # -> benchmarks/results_scaling.json (6-10 minutes)",
         "```",
         "",
-        f"First decision of a synthetic layered DAG (width 4, `simulator.testing.layered_dag`) at its nominal budget and "
+        f"First decision of a synthetic layered DAG (width 4, `simulator.engine.testing.layered_dag`) at its nominal budget and "
         f"deadline, one thread. Faithful decisions of 40+ nodes measured with M = 8 and scaled to M = 64 (time is "
         f"linear in M). Anytime = `time_limit_ms={res['args']['limit_ms']:g}`. µs/sim = wall / nominal simulations "
         f"(candidates x members x M, pruned ones included). The scores are the planners' own estimates of the chosen "

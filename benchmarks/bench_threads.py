@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numba
 
-from simulator.io_utils import atomic_write_json
+from simulator.base.io_utils import atomic_write_json
 
 from .bench_scaling import threads_part
 from .common import write_readme_section

@@ -7,7 +7,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from simulator.io_utils import atomic_write_text
+from simulator.base.io_utils import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "benchmarks" / "README.md"

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.io_utils import atomic_write_json
-from simulator.mcpp_params import MCPP
-from simulator.pool import load_pool
-from simulator.scoring import paired_difference, wilson_interval
+from simulator.base.io_utils import atomic_write_json
+from simulator.base.scoring import paired_difference, wilson_interval
+from simulator.mcpp.params import MCPP
+from simulator.pools.pool import load_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 

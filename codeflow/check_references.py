@@ -24,8 +24,8 @@ from pathlib import Path
 from codeflow.dataset import DEFAULT_DATASET, load_problems
 from codeflow.sandbox import SandboxLimits
 from codeflow.verify import verify_code
-from simulator.errors import cli_entry
-from simulator.io_utils import atomic_write_json
+from simulator.base.errors import cli_entry
+from simulator.base.io_utils import atomic_write_json
 
 # (problem id, subproblem) -> why its reference fails; established by reading the code/tests.
 _CLOCK = "expected output depends on the current date/time when the dataset was built"

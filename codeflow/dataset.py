@@ -19,8 +19,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simulator.errors import PoolError, UserError
-from simulator.graph import graph_from_named, node_depths
+from simulator.base.errors import PoolError, UserError
+from simulator.pools.graph import graph_from_named, node_depths
 
 DEFAULT_DATASET = Path(__file__).resolve().parent / "data" / "codeflowbench_repo.json"
 

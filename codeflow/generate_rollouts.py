@@ -42,8 +42,8 @@ from codeflow.llm_client import (
 from codeflow.prompts import build_messages
 from codeflow.sandbox import SandboxLimits, resolve_isolation
 from codeflow.verify import verify_code
-from simulator.errors import ConfigError, UserError, cli_entry
-from simulator.io_utils import atomic_write_json
+from simulator.base.errors import ConfigError, UserError, cli_entry
+from simulator.base.io_utils import atomic_write_json
 
 log = logging.getLogger("codeflow.generate_rollouts")
 

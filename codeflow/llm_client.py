@@ -49,8 +49,8 @@ from typing import Any
 
 import httpx
 
-from simulator.errors import ConfigError, UserError
-from simulator.io_utils import dumps_compact
+from simulator.base.errors import ConfigError, UserError
+from simulator.base.io_utils import dumps_compact
 
 log = logging.getLogger(__name__)
 

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codeflow.compare import judge
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
 
 RUNNER_SOURCE = (Path(__file__).resolve().parent / "sandbox_runner.py").read_text(
     encoding="utf-8"

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from simulator.engine import REASONS
-from simulator.errors import UserError
-from simulator.io_utils import atomic_write_text
-from simulator.scoring import paired_difference, wilson_interval
+from simulator.base.errors import UserError
+from simulator.base.io_utils import atomic_write_text
+from simulator.base.scoring import paired_difference, wilson_interval
+from simulator.engine.loop import REASONS
 
 from .latex import main_table_tex
 from .merge import load_report

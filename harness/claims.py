@@ -9,7 +9,7 @@ planning-noise level. Output (``docs/claims.md``): ``claims.md``, tables
 
 Every verdict comes from one paired difference, MCPP minus the other side,
 on the same (DAG, trial) of a cell, with a cluster-robust Student-t interval
-over DAGs (:func:`simulator.scoring.clustered_difference`). A difference to
+over DAGs (:func:`simulator.base.scoring.clustered_difference`). A difference to
 "the best of several" methods (best baseline, best portfolio member) takes
 the minimum of the differences to each, with Bonferroni-simultaneous
 intervals: if every difference lies in its interval, the difference to the
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError, UserError
+from simulator.base.errors import ConfigError, UserError
+from simulator.base.scoring import clustered_difference
 from simulator.methods import MCPP
-from simulator.scoring import clustered_difference
 
 from .methods import SUITE_SEP, is_baseline_label
 from .rundir import RunDir

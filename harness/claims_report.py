@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from simulator.io_utils import atomic_write_text
+from simulator.base.io_utils import atomic_write_text
 
 from .claims import CLAIM_TITLES, DEFAULT_ROBUST_MARGIN, LEVEL, ClaimsResult, evaluate, load_run
 from .latex import booktabs, escape
@@ -197,7 +197,7 @@ def render(res: ClaimsResult, robust_margin: float, figures: list[str], out_dir:
     lines += ["", "## How the verdicts are made", "",
               f"- Interval: cluster-robust (CR1) standard error of the mean paired difference, clustered by DAG, "
               f"with the Student-t quantile on (number of DAGs − 1) degrees of freedom, {LEVEL:.0%} two-sided "
-              "(`simulator.scoring.clustered_difference`). The DAG is the unit of replication: with few DAGs the "
+              "(`simulator.base.scoring.clustered_difference`). The DAG is the unit of replication: with few DAGs the "
               "interval is wide however many trials each has.",
               "- Best of several (best baseline, best further baseline, best portfolio member): the best is picked "
               "on the data, so each of the J differences gets a Bonferroni-simultaneous interval (level "

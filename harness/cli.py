@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from simulator.errors import ConfigError, UserError
+from simulator.base.errors import ConfigError, UserError
 
 from . import variables
 from .cli_util import run_cli
@@ -197,7 +197,7 @@ def act_status(args, v) -> int:
 
 
 def act_resume(args, v) -> int:
-    from simulator.validation import check_number
+    from simulator.base.validation import check_number
 
     from .status import resume
 

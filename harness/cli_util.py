@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simulator.errors import EXIT_USER_ERROR, cli_entry
+from simulator.base.errors import EXIT_USER_ERROR, cli_entry
 
 __all__ = ["EXIT_USER_ERROR", "run_cli"]
 
 
 def run_cli(fn: Callable[[], int | None]) -> int:
-    """Run ``fn`` under the project's one rule for user errors (:func:`simulator.errors.cli_entry`)."""
+    """Run ``fn`` under the project's one rule for user errors (:func:`simulator.base.errors.cli_entry`)."""
     return cli_entry(fn)()

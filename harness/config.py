@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.costs import load_price_table
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
+from simulator.base.settings import check_mcpp_model_names
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.charges import load_price_table
+from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.methods import uses_planning, uses_settings
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import Pool, load_index_file, load_pool
-from simulator.settings import check_mcpp_model_names
+from simulator.pools.pool import Pool, load_index_file, load_pool
 
 from . import variables
 from .grid import Grid, resolve_grid
@@ -112,14 +112,14 @@ def settings_fingerprint(settings: Mapping[str, Any]) -> str:
 
 def resolve_further(env: Mapping[str, str]) -> dict[str, Any]:
     """LOADER_* / DEADLINE_* variables of the further baselines -> their resolved, recorded parameters."""
-    from simulator.further.variants import resolve_further_params
+    from simulator.baselines.further.variants import resolve_further_params
 
     return resolve_further_params(env).to_json()
 
 
 def resolve_mcpp(env: Mapping[str, str]) -> dict[str, Any]:
     """MC_PORTFOLIO_* variables -> the fully resolved, recorded MCPP parameters."""
-    from simulator.mcpp_params import mcpp_params_from_env, resolve_params
+    from simulator.mcpp.params import mcpp_params_from_env, resolve_params
 
     raw = {**HARNESS_MCPP_DEFAULTS, **mcpp_params_from_env(env)}
     try:
@@ -130,7 +130,7 @@ def resolve_mcpp(env: Mapping[str, str]) -> dict[str, Any]:
 
 def resolve_planning(env: Mapping[str, str]) -> dict[str, Any]:
     """PLANNING_* variables -> ``RunSettings.planning`` (only the keys that are set)."""
-    from simulator.planning import validate_planning
+    from simulator.costs.planning import validate_planning
 
     v = {name: variables.read(env, name) for name in variables.BY_NAME if name.startswith("PLANNING_")}
     out: dict[str, Any] = {}
@@ -223,7 +223,7 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     pool = full.subset(dags, source=pool_path)
     pool_models = list(full.model_ids)
     suite = _parse_suite(env, pool_models)
-    if mcpp_all.get("model_ids"):  # the rule the command line uses too (simulator.settings)
+    if mcpp_all.get("model_ids"):  # the rule the command line uses too (simulator.base.settings)
         check_mcpp_model_names(mcpp_all["model_ids"], pool_models, "MC_PORTFOLIO_MODEL_IDS", "environment")
     dags_per_shard = v["DAGS_PER_SHARD"] or default_dags_per_shard(len(dags), methods)
     cfg = RunConfig(
@@ -277,7 +277,7 @@ def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
             )
     mcpp_policy = None
     if uses_settings(cfg.methods, "mcpp") and cfg.mcpp.get("model_ids"):
-        from simulator.mc_portfolio_policy import MCPortfolioPolicy
+        from simulator.mcpp.policy import MCPortfolioPolicy
 
         mcpp_policy = MCPortfolioPolicy(cfg.mcpp)
     for i in range(len(pool)):

@@ -11,7 +11,7 @@ deadline of the group.
 
 Axis values are either ``absolute`` (in the cost mode's unit, seconds for
 deadlines) or ``ratio`` (a multiple of the DAG's nominal budget / deadline,
-``simulator.nominal``). Sources, by priority (``docs/harness.md``):
+``simulator.costs.nominal``). Sources, by priority (``docs/harness.md``):
 
 1. ``BUDGET_DEADLINE_VALUES_MAP``: ``B1:D1,D2;B2:D1,D3`` (``|`` may separate
    deadlines too), absolute values;
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
 
 from . import variables
 from .grid_syntax import _number, format_value, parse_map, parse_value_list

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import re
 
-from simulator.errors import ConfigError
-from simulator.settings import check_budget, check_deadline
-from simulator.validation import check_distinct, where
+from simulator.base.errors import ConfigError
+from simulator.base.settings import check_budget, check_deadline
+from simulator.base.validation import check_distinct, where
 
 
 def format_value(x: float) -> str:
@@ -24,7 +24,7 @@ def format_value(x: float) -> str:
 
 
 def _number(text: str, what: str, allow_inf: bool = False, source: str | None = None) -> float:
-    """A grid value by the rules every entry point shares (:mod:`simulator.settings`).
+    """A grid value by the rules every entry point shares (:mod:`simulator.base.settings`).
 
     Finite and > 0 (a budget, a ratio); with ``allow_inf`` (an absolute
     deadline) ``inf`` is allowed too.

@@ -22,8 +22,8 @@ import shutil
 import tempfile
 import time
 
-from simulator.errors import UserError
-from simulator.io_utils import atomic_write_json
+from simulator.base.errors import UserError
+from simulator.base.io_utils import atomic_write_json
 
 from .rundir import RunDir
 from .shards import compress_ints, dag_output_path, read_records

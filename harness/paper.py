@@ -17,8 +17,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from simulator.errors import ConfigError, UserError
-from simulator.validation import check_choice, check_distinct, check_input_file, check_number, closest
+from simulator.base.errors import ConfigError, UserError
+from simulator.base.validation import check_choice, check_distinct, check_input_file, check_number, closest
 
 from . import variables
 from .claims import MODES

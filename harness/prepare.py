@@ -17,8 +17,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
-from simulator.errors import ConfigError
-from simulator.io_utils import atomic_write_json, atomic_write_text
+from simulator.base.errors import ConfigError
+from simulator.base.io_utils import atomic_write_json, atomic_write_text
 
 from .config import REPO, RunConfig, resolve_config
 from .grid import format_value

@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from simulator.io_utils import atomic_write_text
+from simulator.base.io_utils import atomic_write_text
 
 
 def _pct(x) -> str:

@@ -24,7 +24,7 @@ import json
 import os
 from functools import cached_property
 
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
 
 from .shards import ShardSpec
 

@@ -15,12 +15,12 @@ import os
 import time
 from collections.abc import Callable
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.errors import ConfigError, PoolError
-from simulator.io_utils import atomic_write_json, atomic_write_text, dumps_compact
+from simulator.base.errors import ConfigError, PoolError
+from simulator.base.io_utils import atomic_write_json, atomic_write_text, dumps_compact
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.methods import is_baseline, uses_planning
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool
+from simulator.pools.pool import load_pool
 from simulator.simulate import RunSettings, simulate_dag_budget
 
 from .grid import RATIO

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.errors import ConfigError
-from simulator.registry import split_method_list
+from simulator.base.errors import ConfigError
+from simulator.engine.registry import split_method_list
 
 from .grid import AxisValue, Cell, cell_id
 from .methods import method_labels

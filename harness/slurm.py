@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
 
 from .rundir import RunDir
 from .shards import compress_ints

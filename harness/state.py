@@ -31,7 +31,7 @@ import socket
 import time
 import uuid
 
-from simulator.io_utils import atomic_write_json
+from simulator.base.io_utils import atomic_write_json
 
 
 def new_worker_id() -> str:

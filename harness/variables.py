@@ -11,7 +11,7 @@ so the shown and the used default cannot disagree.
 Each action parses every variable it reads, and refuses unknown names under
 the harness's prefixes (:data:`CHECKED_PREFIXES`, e.g. ``MC_PORTFOLIO_MM``
 with "did you mean 'MC_PORTFOLIO_M'?"), **before any work**
-(:func:`check_environment`). Checks use :mod:`simulator.validation`, so a
+(:func:`check_environment`). Checks use :mod:`simulator.base.validation`, so a
 message names the variable, what was expected and what was given.
 
 This module imports nothing heavy (no numpy/numba): ``help`` works, and says
@@ -31,11 +31,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.errors import ConfigError
-from simulator.mcpp_params import ENV_VARS as MCPP_ENV_VARS
-from simulator.mcpp_params import MCPPParams
-from simulator.settings import MAX_SEED, MAX_TRIALS
-from simulator.validation import check_choice, check_int, check_number, check_unknown_names, closest, where
+from simulator.base.errors import ConfigError
+from simulator.base.settings import MAX_SEED, MAX_TRIALS
+from simulator.base.validation import (
+    check_choice,
+    check_int,
+    check_number,
+    check_unknown_names,
+    closest,
+    where,
+)
+from simulator.mcpp.params import ENV_VARS as MCPP_ENV_VARS
+from simulator.mcpp.params import MCPPParams
 
 from .grid_syntax import parse_map, parse_value_list
 
@@ -196,7 +203,7 @@ class Lazy(Parser):
 
 
 class LazyChoice(Parser):
-    """A choice whose list lives in a heavy module (e.g. ``simulator.arrays.LATENCY_DISTS``)."""
+    """A choice whose list lives in a heavy module (e.g. ``simulator.costs.arrays.LATENCY_DISTS``)."""
 
     def __init__(self, target: str) -> None:
         self.target = target
@@ -284,7 +291,7 @@ def _mcpp_default(param: str) -> str:
 
 
 class MCPPText(Text):
-    """Kept as text here: :func:`simulator.mcpp_params.resolve_params` checks the MCPP values together, with
+    """Kept as text here: :func:`simulator.mcpp.params.resolve_params` checks the MCPP values together, with
     one rule for these variables, the ``--mc-portfolio-*`` flags and the Python API."""
 
     def __init__(self, flag: str) -> None:
@@ -300,14 +307,14 @@ def _mcpp_vars() -> list[Var]:
 
 
 class FurtherText(Text):
-    """Kept as text here: :func:`simulator.further.variants.resolve_further_params` checks these values
+    """Kept as text here: :func:`simulator.baselines.further.variants.resolve_further_params` checks these values
     together, with one rule for the harness, the command line (which reads the same variables) and the API."""
 
     def __init__(self, expects: str) -> None:
         self.expects = expects
 
 
-#: the published defaults of the Chernoff policies (simulator.further.chernoff.DeadlineParams; a test checks
+#: the published defaults of the Chernoff policies (simulator.baselines.further.chernoff.DeadlineParams; a test checks
 #: they agree). Written here because this module must not import the compiled stack (``help`` without numba).
 FURTHER_DEFAULTS = {"theta_grid_size": 10, "theta_grid_spacing": "log_upper", "budget_reservation_mode": "hard",
                     "budget_reservation_c": 2.0, "budget_reservation_alpha": 0.0}  # fmt: skip
@@ -367,9 +374,9 @@ VARIABLES: tuple[Var, ...] = (
         "budget", "grid"),
     Var("DEADLINE_RATIOS", "1.0", Values(), "deadline axis, multiples of each DAG's nominal deadline", "grid"),
     # --- costs -------------------------------------------------------------------------------------------------
-    Var("BUDGET_COST_MODE", "token_cost_mean", Lazy("simulator.costs:normalize_cost_mode",
+    Var("BUDGET_COST_MODE", "token_cost_mean", Lazy("simulator.costs.charges:normalize_cost_mode",
         "`token`, `money`, `cost`, `latency` or the long names"), "what the budget counts", "run"),
-    Var("LATENCY_DIST", "lognormal", LazyChoice("simulator.arrays:LATENCY_DISTS"), "parametric latency "
+    Var("LATENCY_DIST", "lognormal", LazyChoice("simulator.costs.arrays:LATENCY_DISTS"), "parametric latency "
         "distribution", "run"),
     Var("PRICE_FILE", "", Path(), "JSON `{model: $ per 1M output tokens}` over the default prices (money mode)",
         "run"),

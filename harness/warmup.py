@@ -37,7 +37,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from simulator import prewarm
+from simulator.base import prewarm
 
 from .rundir import RunDir
 
@@ -45,8 +45,8 @@ from .rundir import RunDir
 LIMIT_S = 300.0
 #: cache index stems (``[package/]<module>.<function>``) that tell a group's kernels are compiled
 GROUP_KERNELS: dict[str, tuple[str, ...]] = {
-    "baseline": ("baselines._trial_range",),
-    "mcpp": ("mcpp_kernel.run_pairs_serial", "engine.launch_atomic"),
+    "baseline": ("baselines/compiled._trial_range",),
+    "mcpp": ("mcpp/kernel.run_pairs_serial", "engine/loop.launch_atomic"),
 }
 #: MCPP values that make the warm-up's decisions cheap (the types, hence the compiled code, are the run's)
 CHEAP_MCPP = {"M": 1, "max_candidate_actions": 8}
@@ -56,9 +56,9 @@ BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from harness.warmup import 
 
 def group_of_method(method: str, execution_rules: str) -> str:
     """The kernel group of ``method`` under the run's execution rules."""
+    from simulator.engine.registry import execution_of
     from simulator.methods import method_spec
     from simulator.prewarm_groups import group_of
-    from simulator.registry import execution_of
 
     spec = method_spec(method)
     return group_of(spec, execution_of(spec, execution_rules)) or "other"

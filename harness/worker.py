@@ -68,7 +68,7 @@ def shard_env(threads: int) -> dict:
 
 def record_parallelism(rd: RunDir, info: dict) -> None:
     """Write how the run's workers share the cores into ``run.json`` (key ``parallelism``; results never change)."""
-    from simulator.io_utils import atomic_write_json
+    from simulator.base.io_utils import atomic_write_json
 
     run = dict(rd.run)
     run["parallelism"] = {**info, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -461,7 +461,7 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
                 with lock:
                     counts[k] = counts.get(k, 0) + v
         except Exception as exc:  # a raw thread traceback would land before the final status
-            from simulator.errors import describe_resource_error, is_resource_error
+            from simulator.base.errors import describe_resource_error, is_resource_error
 
             what = describe_resource_error(exc) if is_resource_error(exc) else f"{type(exc).__name__}: {exc}"
             log(f"a worker stopped: {what} (the status below shows what is left)")

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import UserError
-from simulator.graph import children_of, node_depths
-from simulator.stats import template_from_rows, unavailable_template
+from simulator.base.errors import UserError
+from simulator.pools.graph import children_of, node_depths
+from simulator.pools.stats import template_from_rows, unavailable_template
 
 from .dag_builder import BuildOptions, Excluded, node_rows, topology
 from .records import load_records
@@ -115,7 +115,7 @@ def dags_from_rollouts(
 
 def dags_from_pool(model: str, path: str | Path) -> dict[str, ModelDag]:
     """``{problem: ModelDag}`` from a single-model pool (validated by the project loader)."""
-    from simulator.pool import load_pool
+    from simulator.pools.pool import load_pool
 
     load_pool(path)  # full validation first: a clear error on a bad line
     out: dict[str, ModelDag] = {}

@@ -39,9 +39,9 @@ from poolbuild.align import (
     dags_from_rollouts,
 )
 from poolbuild.dag_builder import BuildOptions, add_build_option_flags, build_options_from_args
-from simulator.errors import UserError, cli_entry
-from simulator.io_utils import atomic_write_json
-from simulator.pool import write_index_file, write_pool
+from simulator.base.errors import UserError, cli_entry
+from simulator.base.io_utils import atomic_write_json
+from simulator.pools.pool import write_index_file, write_pool
 
 MULTI_NAME = "multi_model.jsonl"
 

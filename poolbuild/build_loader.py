@@ -31,9 +31,9 @@ from poolbuild.dag_builder import (
     dag_from_record,
 )
 from poolbuild.records import load_records
-from simulator.errors import UserError, cli_entry
-from simulator.io_utils import atomic_write_json
-from simulator.pool import write_index_file, write_pool
+from simulator.base.errors import UserError, cli_entry
+from simulator.base.io_utils import atomic_write_json
+from simulator.pools.pool import write_index_file, write_pool
 
 
 def build_pool(

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from simulator.errors import UserError
-from simulator.graph import children_of, node_depths
-from simulator.stats import template_from_rows
+from simulator.base.errors import UserError
+from simulator.pools.graph import children_of, node_depths
+from simulator.pools.stats import template_from_rows
 
 from .records import Record
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import UserError
+from simulator.base.errors import UserError
 
 
 @dataclass

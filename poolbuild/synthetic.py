@@ -42,9 +42,9 @@ from codeflow.dataset import DEFAULT_DATASET as CODEFLOW_DATASET
 from codeflow.dataset import load_problems as load_codeflow_problems
 from ProofFlow.benchmark import DEFAULT_BENCHMARK as PROOFFLOW_BENCHMARK
 from ProofFlow.benchmark import load_benchmark as load_proofflow_benchmark
-from simulator.errors import UserError, cli_entry
-from simulator.graph import children_of, node_depths
-from simulator.pool import write_pool
+from simulator.base.errors import UserError, cli_entry
+from simulator.pools.graph import children_of, node_depths
+from simulator.pools.pool import write_pool
 
 log = logging.getLogger("poolbuild.synthetic")
 
@@ -239,7 +239,7 @@ class ModelSpec:
 
 #: Plausible stand-ins for the paper's CodeFlow models (Qwen3 4B/30B, instruct/thinking):
 #: thinking models succeed more often but emit ~6x more tokens; the 30B models
-#: succeed more often, are slower per token (and pricier: ``simulator.costs``).
+#: succeed more often, are slower per token (and pricier: ``simulator.costs.charges``).
 DEFAULT_MODELS: dict[str, ModelSpec] = {
     "4B_ins": ModelSpec(ability=-0.4, tokens_mean=450, tokens_sigma=0.35, tokens_per_sec=110),
     "4B_think": ModelSpec(
@@ -280,7 +280,7 @@ def _r(x: float, nd: int = 4) -> float:
 
 
 def _template_from_rows(rows: list[dict[str, Any]]) -> dict[str, float]:
-    from simulator.stats import template_from_rows
+    from simulator.pools.stats import template_from_rows
 
     return {k: _r(v, 6) for k, v in template_from_rows(rows).items()}
 

@@ -2,10 +2,10 @@
 
 import sys
 
-from . import prewarm_groups
+from simulator import prewarm_groups
 
 if __name__ == "__main__":
     prewarm_groups.start(sys.argv[1:])  # before the heavy imports: a cold start compiles on two cores
-    from .cli import main
+    from simulator.cli.main import main
 
     sys.exit(main())

@@ -1,7 +1,7 @@
 """The table of methods: every method the simulator, the command line and the harness can run.
 
 Each module listed in :data:`METHOD_MODULES` holds a tuple ``METHODS`` of
-:class:`~simulator.registry.MethodSpec` entries; this module registers them
+:class:`~simulator.engine.registry.MethodSpec` entries; this module registers them
 in that order. Everything else is derived from the entries: ``METHOD_ORDER``
 (the paper's 13 methods, the set ``all``), the method sets, ``is_baseline``,
 the command line's ``--method`` and the harness's ``METHOD_SET`` checks, how
@@ -16,15 +16,15 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ConfigError
-from .mcpp_params import MCPP
-from .registry import MethodSpec, Registry, split_method_list
+from simulator.base.errors import ConfigError
+from simulator.engine.registry import MethodSpec, Registry, split_method_list
+from simulator.mcpp.params import MCPP
 
 #: modules whose ``METHODS`` are registered, in this order (the order of tables and plots)
 METHOD_MODULES: tuple[str, ...] = (
-    "simulator.baselines",  # the 12 baselines: Sequential-k (Retry) and static dispatch-once
-    "simulator.mc_portfolio_policy",  # MCPP
-    "simulator.further.policies",  # LOADER and Chernoff-deadline baselines
+    "simulator.baselines.compiled",  # the 12 baselines: Sequential-k (Retry) and static dispatch-once
+    "simulator.mcpp.policy",  # MCPP
+    "simulator.baselines.further.policies",  # LOADER and Chernoff-deadline baselines
     "simulator.policies.cheapest_first",  # the example of docs/adding_a_policy.md
 )
 

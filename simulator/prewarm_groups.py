@@ -1,9 +1,9 @@
-"""What the cold-start helper (:mod:`simulator.prewarm`) compiles for ``python -m simulator simulate``.
+"""What the cold-start helper (:mod:`simulator.base.prewarm`) compiles for ``python -m simulator simulate``.
 
 ``python -m simulator simulate ARGS`` starts, before its own imports, the
 hidden command ``python -m simulator _prewarm ARGS`` (:func:`start`). The
 helper parses and checks ARGS with the same code as the run
-(:func:`simulator.cli.parse_simulate`) and compiles its group of the run's
+(:func:`simulator.cli.main.parse_simulate`) and compiles its group of the run's
 kernels on a tiny DAG of the same models, for the argument types the run
 passes (:func:`warm`). The groups are split so that both processes take
 about as long:
@@ -18,7 +18,7 @@ about as long:
   it waits) and the planner's bounds.
 
 Other methods get no helper. Nothing starts on a warm cache (every helper
-kernel has an index: :func:`simulator.prewarm.cache_has`). Measured in
+kernel has an index: :func:`simulator.base.prewarm.cache_has`). Measured in
 ``benchmarks/bench_coldstart.py``; ``tests/test_prewarm.py`` checks that a
 run on the helper's cache compiles none of the group's kernels (the
 signatures agree) and prints the same result.
@@ -30,13 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import prewarm
+from simulator.base import prewarm
 
 #: the hidden command of ``python -m simulator`` that is the helper
 COMMAND = "_prewarm"
-#: cache file stems (``<module>.<function>``) of every kernel a helper compiles
-KERNEL_FILES = ("engine._advance", "engine._launch_per_attempt", "engine._no_progress_reason",
-                "mcpp_kernel.run_pairs_serial")  # fmt: skip
+#: cache file stems (``<subpackage>/<module>.<function>``) of every kernel a helper compiles
+KERNEL_FILES = ("engine/loop._advance", "engine/loop._launch_per_attempt", "engine/loop._no_progress_reason",
+                "mcpp/kernel.run_pairs_serial")  # fmt: skip
 
 
 def start(argv: Sequence[str]) -> None:
@@ -59,11 +59,11 @@ def group_of(spec, ex) -> str | None:
 def waited_kernels(group: str | None) -> list:
     """The kernels of ``group`` that the helper compiles (and the run waits for)."""
     if group == "baseline":
-        from . import engine
+        from simulator.engine import loop as engine
 
         return [engine._advance, engine._launch_per_attempt, engine._no_progress_reason]
     if group == "mcpp":
-        from . import mcpp_kernel
+        from simulator.mcpp import kernel as mcpp_kernel
 
         return [mcpp_kernel.run_pairs_serial]
     return []
@@ -71,16 +71,16 @@ def waited_kernels(group: str | None) -> list:
 
 def _tiny_arrays(model_ids: Sequence[str]):
     """A 4-node DAG with empirical rows for ``model_ids`` (what a pool line becomes)."""
-    from .arrays import CostSetting, dag_arrays
-    from .pool import pool_from_objects
-    from .testing import layered_dag
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.engine.testing import layered_dag
+    from simulator.pools.pool import pool_from_objects
 
     return dag_arrays(pool_from_objects([layered_dag(1, n_nodes=4, models=tuple(model_ids))]), 0, CostSetting())
 
 
 def _stems(kernels: list) -> list[str]:
-    """Cache file stems (``<module>.<function>``) of ``kernels``."""
-    return [k.py_func.__module__.rsplit(".", 1)[-1] + "." + k.py_func.__name__ for k in kernels]
+    """Cache file stems (``<subpackage>/<module>.<function>``, the form of :func:`prewarm.cache_has`) of ``kernels``."""
+    return [k.py_func.__module__.removeprefix("simulator.").replace(".", "/") + "." + k.py_func.__name__ for k in kernels]
 
 
 def warm_baseline() -> None:
@@ -89,7 +89,7 @@ def warm_baseline() -> None:
     ``no_progress_reason``): the kernels themselves, not those entries (the run never calls them)."""
     import numpy as np
 
-    from .engine import N_CNT, N_INT_ROWS, _advance, _launch_per_attempt, _no_progress_reason
+    from simulator.engine.loop import N_CNT, N_INT_ROWS, _advance, _launch_per_attempt, _no_progress_reason
 
     a = _tiny_arrays(("a", "b"))
     n, m = a.n, a.m
@@ -107,7 +107,7 @@ def _stand_in_bounds(arr):
     """Planning bounds of the right types without compiling their kernels (the run compiles those)."""
     import numpy as np
 
-    from .mcpp_kernel import PlanBounds
+    from simulator.mcpp.kernel import PlanBounds
 
     nm = (arr.n, arr.m)
     return PlanBounds(np.zeros(nm), np.zeros(nm), np.zeros(nm), np.zeros(nm, dtype=np.int64), np.zeros(nm), np.zeros(nm))
@@ -115,9 +115,9 @@ def _stand_in_bounds(arr):
 
 def warm_mcpp(method: str, params: dict, model_ids: Sequence[str], launch: str) -> None:
     """One decision of ``method`` on a tiny DAG of the run's models (compiles the simulation kernel)."""
-    from . import mc_portfolio_policy
-    from .simulate import policy_for
-    from .testing import first_view
+    from simulator.engine.testing import first_view
+    from simulator.mcpp import policy as mc_portfolio_policy
+    from simulator.simulate import policy_for
 
     arr = _tiny_arrays(model_ids)
     mc_portfolio_policy.plan_bounds = _stand_in_bounds  # this process only compiles: its decision is thrown away

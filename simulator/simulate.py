@@ -8,8 +8,8 @@ simulate``) and by the experiment harness (``run_shard.py``):
   deadlines (:meth:`EpisodeBatch.records`);
 * one with the hard deadline (MCPP) runs per (budget, deadline) cell.
 
-Compiled baselines run in the loop of :mod:`simulator.baselines`, Python
-policies through :func:`simulator.episode.run_policy_episode` with their
+Compiled baselines run in the loop of :mod:`simulator.baselines.compiled`, Python
+policies through :func:`simulator.engine.episode.run_policy_episode` with their
 entry's launch rule (:mod:`simulator.methods`).
 """
 
@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import CostSetting, DagArrays, dag_arrays
-from .baselines import AtomicBaseline, run_baseline_trials, run_baseline_trials_parallel
-from .engine import DEADLINE_EXHAUSTED, REASONS
-from .episode import run_policy_episode
-from .errors import ConfigError
-from .methods import make_policy, method_spec
-from .registry import HARD, PUBLISHED, execution_of
+from simulator.base.errors import ConfigError
+from simulator.baselines.compiled import AtomicBaseline, run_baseline_trials, run_baseline_trials_parallel
+from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.loop import DEADLINE_EXHAUSTED, REASONS
+from simulator.engine.registry import HARD, PUBLISHED, execution_of
+from simulator.methods import make_policy, method_spec
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class RunSettings:
     mcpp: Mapping[str, Any] = field(default_factory=dict)
     further: Mapping[str, Any] = field(default_factory=dict)  # resolved parameters of the further baselines
     execution_rules: str = PUBLISHED  # the run's execution-rule mode (registry.EXECUTION_RULES)
-    planning: Mapping[str, Any] = field(default_factory=dict)  # see simulator.planning
+    planning: Mapping[str, Any] = field(default_factory=dict)  # see simulator.costs.planning
 
 
 @dataclass
@@ -277,7 +277,7 @@ def planning_arrays(pool, dag_idx: int, settings: RunSettings, planning_pool=Non
     """The planner's statistics for this DAG (None: same as execution)."""
     if not settings.planning and planning_pool is None:
         return None
-    from .planning import make_planning_arrays
+    from simulator.costs.planning import make_planning_arrays
 
     return make_planning_arrays(pool, dag_idx, settings, planning_pool)
 

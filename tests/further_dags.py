@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.arrays import CostSetting, build_arrays
-from simulator.further.inputs import legacy_inputs
-from simulator.further.loader import LoaderGraph
-from simulator.pool import pool_from_objects
+from simulator.baselines.further.inputs import legacy_inputs
+from simulator.baselines.further.loader import LoaderGraph
+from simulator.costs.arrays import CostSetting, build_arrays
+from simulator.pools.pool import pool_from_objects
 
 CHAIN = [(0, [], 0.5, 20.0, 1000.0), (1, [0], 0.8, 10.0, 500.0), (2, [1], 0.95, 30.0, 2000.0)]
 DIAMOND = [

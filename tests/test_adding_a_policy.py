@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.arrays import CostSetting, dag_arrays
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.engine.registry import PER_ATTEMPT, PYTHON_POLICY, SCORED
 from simulator.methods import METHOD_MODULES, METHOD_ORDER, method_spec, resolve_methods
-from simulator.pool import pool_from_objects
-from simulator.registry import PER_ATTEMPT, PYTHON_POLICY, SCORED
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_method
 from tests.harness_util import ROOT, clean_env, config_env, harness, small_pool
 

@@ -15,22 +15,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
-from simulator.errors import ConfigError
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.mcpp_anytime import Rates, race, schedule, wilson_lower
-from simulator.mcpp_params import (
+from simulator.base.errors import ConfigError
+from simulator.base.scoring import wilson_bounds, wilson_interval
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.testing import first_view, layered_dag
+from simulator.mcpp.anytime import Rates, race, schedule
+from simulator.mcpp.api import plan
+from simulator.mcpp.params import (
     add_mcpp_arguments,
     mcpp_params_from_args,
     mcpp_params_from_env,
     resolve_params,
 )
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.planner_api import plan
-from simulator.pool import pool_from_objects
-from simulator.scoring import wilson_interval
-from simulator.testing import first_view, layered_dag
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.pools.pool import pool_from_objects
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,4 +148,4 @@ def test_race_stops_at_the_deadline_and_prefers_a_sure_pair():
     pc = np.arange(200, dtype=np.int64)
     res = race(evaluate, pc, np.zeros(200, dtype=np.int64), pc, 64, 2, 0.05, 1.0, Rates(1), clock=lambda: now[0])
     assert res.simulations > 0 and p_true[res.pair] == 0.9
-    assert res.interval[0] == pytest.approx(wilson_lower(np.array([res.wins]), np.array([res.n]))[0])
+    assert res.interval[0] == pytest.approx(wilson_bounds(np.array([res.wins]), np.array([res.n]))[0][0])

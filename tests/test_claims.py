@@ -14,9 +14,9 @@ import pytest
 from harness import claims as C
 from harness.claims_report import claims_from_dirs
 from harness.latex import booktabs, escape
-from simulator.errors import UserError
+from simulator.base.errors import UserError
+from simulator.base.scoring import clustered_difference
 from simulator.methods import MCPP
-from simulator.scoring import clustered_difference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = [
@@ -242,7 +242,7 @@ def test_paper_plan_sets_rules_and_noise(tmp_path):
     assert e["EXECUTION_RULES"] == "atomic" and e["PLANNING_NOISE_LOGIT_SIGMA"] == "0.5"
     assert e["METHOD_SET"] == "mcpp" and e["N_DAGS"] == "2" and e["BUDGET_RATIOS"] == "0.5 1"
     cfg.write_text("BUDGET_RATIO=1\n")
-    from simulator.errors import ConfigError
+    from simulator.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="did you mean BUDGET_RATIOS"):
         plan_runs({"PAPER_CONFIG": str(cfg)})

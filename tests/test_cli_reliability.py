@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, chain_dag
 
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
 
 EXAMPLE = os.path.join(ROOT, "examples", "example_pool.jsonl")
 
@@ -58,8 +58,8 @@ def test_uncompletable_node_ends_every_episode_at_once(tmp_path):
     path.write_text(json.dumps(chain_dag(3, p=0.0, cost=0.0)) + "\n")
     r = run_code(f"""
         import json
-        from simulator.pool import load_pool
-        from simulator.arrays import dag_arrays, CostSetting
+        from simulator.pools.pool import load_pool
+        from simulator.costs.arrays import dag_arrays, CostSetting
         from simulator.simulate import simulate_baseline, simulate_policy
         from simulator.methods import BASELINE_METHODS, MCPP
         pool = load_pool({str(path)!r})
@@ -95,11 +95,11 @@ def test_event_limit_ends_a_hopeless_episode():
         sys.path.insert(0, "tests")
         import numpy as np
         from conftest import chain_dag
-        from simulator.pool import pool_from_objects
-        from simulator.arrays import build_arrays, CostSetting
-        from simulator.engine import MAX_EVENTS, REASONS
+        from simulator.pools.pool import pool_from_objects
+        from simulator.costs.arrays import build_arrays, CostSetting
+        from simulator.engine.loop import MAX_EVENTS, REASONS
         from simulator.simulate import simulate_baseline
-        from simulator.episode import run_policy_episode
+        from simulator.engine.episode import run_policy_episode
 
         pool = pool_from_objects([chain_dag(2, p=1e-12, cost=0.0)])
         arr = build_arrays(pool[0], CostSetting())
@@ -179,7 +179,7 @@ def test_harness_refuses_unknown_mcpp_model_name_with_the_same_rule():
 
 
 def test_settings_rules_directly():
-    from simulator.settings import check_budget, check_deadline, check_seed
+    from simulator.base.settings import check_budget, check_deadline, check_seed
 
     assert check_budget("2.5") == 2.5 and check_deadline("inf") == math.inf and check_seed("7") == 7
     for bad in ("inf", "-inf", "0", "-1", "nan", "x", True):
@@ -193,7 +193,7 @@ def test_settings_rules_directly():
 
 @pytest.mark.parametrize("given, expected", [(None, None), ("30B_ins,4B_ins", ["30B_ins", "4B_ins"])])
 def test_mcpp_records_carry_the_resolved_models(given, expected):
-    from simulator.pool import load_pool
+    from simulator.pools.pool import load_pool
     from simulator.simulate import RunSettings, simulate_dag_budget
 
     pool = load_pool(EXAMPLE)
@@ -260,7 +260,7 @@ def test_json_outputs_are_strict_json(tmp_path):
 
 
 def test_strict_json_object_keeps_finite_values():
-    from simulator.io_utils import dumps_strict
+    from simulator.base.io_utils import dumps_strict
 
     text = dumps_strict({"a": 1.5, "b": [math.nan, 2], "c": {"d": -math.inf}, "e": np.float64(math.inf)})
     assert strict_json(text) == {"a": 1.5, "b": [None, 2], "c": {"d": None}, "e": None,
@@ -272,10 +272,10 @@ def test_strict_json_object_keeps_finite_values():
 
 def test_chunked_summary_equals_the_records(tmp_path):
     """Chunks change nothing but memory: same counts and means as one batch of records."""
-    from simulator.arrays import CostSetting, dag_arrays
-    from simulator.pool import load_pool
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.engine.summary import summarize_trials
+    from simulator.pools.pool import load_pool
     from simulator.simulate import simulate_baseline
-    from simulator.summary import summarize_trials
 
     pool = load_pool(EXAMPLE)
     arr = dag_arrays(pool, 3, CostSetting())
@@ -297,7 +297,8 @@ def test_chunked_summary_equals_the_records(tmp_path):
 
 def test_simulate_does_not_keep_per_trial_records(monkeypatch):
     """The CLI summary never asks for one dict per trial (what made 1e8 trials run out of memory)."""
-    from simulator import cli, simulate
+    from simulator import simulate
+    from simulator.cli import main as cli
 
     def boom(self, deadline=None):
         raise AssertionError("records() called by the CLI summary")
@@ -342,7 +343,7 @@ def test_disk_full_in_a_worker_thread_is_one_line(tmp_path, capsys, monkeypatch)
     (MemoryError(), "out of memory"),
 ])
 def test_resource_exhaustion_is_one_line(capsys, exc, words):
-    from simulator.errors import EXIT_RESOURCE, cli_entry
+    from simulator.base.errors import EXIT_RESOURCE, cli_entry
 
     def main():
         raise exc
@@ -353,7 +354,7 @@ def test_resource_exhaustion_is_one_line(capsys, exc, words):
 
 
 def test_other_os_errors_still_show_the_bug():
-    from simulator.errors import cli_entry
+    from simulator.base.errors import cli_entry
 
     def main():
         raise OSError(5, "Input/output error")
@@ -388,7 +389,7 @@ def test_head_of_validate_in_a_shell_pipeline():
 
 
 def test_cli_entry_turns_a_broken_pipe_into_exit_141(monkeypatch):
-    import simulator.errors as errors
+    import simulator.base.errors as errors
 
     silenced = []  # the real one re-points fd 1, which would break pytest's capture
     monkeypatch.setattr(errors, "_silence_stdout", lambda: silenced.append(True))

@@ -192,7 +192,7 @@ def test_retry_after_header_is_honoured_as_lower_bound():
 
 
 def test_config_rejects_bad_values():
-    from simulator.errors import ConfigError
+    from simulator.base.errors import ConfigError
 
     with pytest.raises(ConfigError):
         ClientConfig(base_url="localhost:8000", model="m")

@@ -1,7 +1,7 @@
 """``compiled_only`` kernels have no interpreter entry point: no Python code may refer to one.
 
 Calling such a function from Python crashes the interpreter (numba builds no
-CPython wrapper for it, see simulator/jit.py), so this static check stands in
+CPython wrapper for it, see simulator/base/jit.py), so this static check stands in
 for the error numba cannot raise: every name decorated ``@compiled_only`` in
 the repository may appear only inside ``@njit``/``@compiled_only`` bodies and
 in import statements. Passing one as a value from Python (a dispatch table, a
@@ -98,7 +98,7 @@ def test_no_python_code_refers_to_a_compiled_only_kernel():
 
 def test_the_check_finds_a_python_call():
     src = (
-        "from simulator.jit import compiled_only\n"
+        "from simulator.base.jit import compiled_only\n"
         "@compiled_only\ndef _inner(x):\n    return x\n"
         "@njit(cache=True)\ndef outer(x):\n    return _inner(x)\n"
         "def python_side(x):\n    return _inner(x)\n"

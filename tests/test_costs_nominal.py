@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from conftest import chain_dag, make_node
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.costs import DEFAULT_PRICES, load_price_table, normalize_cost_mode
-from simulator.engine import sample_latency
-from simulator.errors import ConfigError
-from simulator.nominal import attempts_for_95, nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.rng import make_key
+from simulator.base.errors import ConfigError
+from simulator.base.rng import make_key
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.charges import DEFAULT_PRICES, load_price_table, normalize_cost_mode
+from simulator.costs.nominal import attempts_for_95, nominal_budget, nominal_deadline
+from simulator.engine.loop import sample_latency
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
 
 

@@ -24,7 +24,7 @@ from poolbuild import build_aligned as aligner
 from poolbuild import build_loader as loader
 from ProofFlow import run_proofflow_node_rollouts as pf_runner
 from ProofFlow.lean_check import LEAN_TOOLCHAIN
-from simulator.pool import load_index_file, load_pool
+from simulator.pools.pool import load_index_file, load_pool
 from tests import fake_lake
 from tests.fake_openai_server import FakeServer, text_replies
 

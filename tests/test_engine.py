@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.baselines import BASELINE_METHODS, STATIC_METHODS, static_rule
-from simulator.baselines import static_plan as baseline_static_plan
-from simulator.engine import first_uncompletable
-from simulator.episode import run_policy_episode
-from simulator.pool import pool_from_objects
+from simulator.baselines.compiled import BASELINE_METHODS, STATIC_METHODS, static_rule
+from simulator.baselines.compiled import static_plan as baseline_static_plan
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.loop import first_uncompletable
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
 
 SEED = 1234

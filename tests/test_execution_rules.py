@@ -13,15 +13,15 @@ import os
 import numpy as np
 import pytest
 
-import simulator.reference as ref
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
-from simulator.errors import ConfigError
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
+import simulator.engine.reference as ref
+from simulator.base.errors import ConfigError
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.registry import ATOMIC, EXECUTION_RULES, HARD, PER_ATTEMPT, SCORED, execution_of
+from simulator.mcpp.policy import MCPortfolioPolicy
 from simulator.methods import method_spec
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool, pool_from_objects
-from simulator.registry import ATOMIC, EXECUTION_RULES, HARD, PER_ATTEMPT, SCORED, execution_of
+from simulator.pools.pool import load_pool, pool_from_objects
 from simulator.simulate import RunSettings, simulate_dag_budget, simulate_method
 from tests.harness_util import ROOT, diamond
 from tests.test_reference_simulator import CaptureFirstView

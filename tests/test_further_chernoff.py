@@ -11,8 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from simulator.arrays import CostSetting
-from simulator.further.chernoff import (
+from simulator.baselines.further.chernoff import (
     DeadlineParams,
     cost,
     dcost,
@@ -31,8 +30,9 @@ from simulator.further.chernoff import (
     success_lower_bound,
     theta_grid,
 )
-from simulator.further.graph import topo_order
-from simulator.further.loader import alive_id_order
+from simulator.baselines.further.graph import topo_order
+from simulator.baselines.further.loader import alive_id_order
+from simulator.costs.arrays import CostSetting
 from tests.further_dags import CHAIN, DIAMOND, graph, inputs
 
 # ---------------------------------------------------------------------------

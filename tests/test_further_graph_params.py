@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from simulator.errors import ConfigError
-from simulator.further.graph import all_paths, critical_path, dag_value, top_k_paths, topo_order
-from simulator.further.inputs import legacy_inputs
-from simulator.further.loader import FIX_CLAMP_A, FIX_LAMBERT1, FIX_RCUR0, FIX_UNITS, LoaderParams
-from simulator.further.variants import (
+from simulator.base.errors import ConfigError
+from simulator.baselines.further.graph import all_paths, critical_path, dag_value, top_k_paths, topo_order
+from simulator.baselines.further.inputs import legacy_inputs
+from simulator.baselines.further.loader import FIX_CLAMP_A, FIX_LAMBERT1, FIX_RCUR0, FIX_UNITS, LoaderParams
+from simulator.baselines.further.variants import (
     ALL_FURTHER_METHODS,
     FURTHER_METHOD_SETS,
     FURTHER_METHODS,
@@ -24,7 +24,7 @@ from simulator.further.variants import (
     resolve_further_params,
     variant,
 )
-from simulator.pool import pool_from_objects
+from simulator.pools.pool import pool_from_objects
 from tests.further_dags import DIAMOND, arrays, graph, pool_line
 
 
@@ -175,7 +175,7 @@ def test_unavailable_legacy_model_is_refused_naming_dag_and_node():
     one; a baseline suite re-targeting every node to one model can still
     point at a model a node lacks.
     """
-    from simulator.arrays import CostSetting, build_arrays
+    from simulator.costs.arrays import CostSetting, build_arrays
 
     line = pool_line(DIAMOND)
     line["model_ids"] = ["30B_ins", "4B_ins"]

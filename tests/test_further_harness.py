@@ -16,7 +16,7 @@ import sys
 import pytest
 from harness_util import ROOT, clean_env, config_env, harness, merged_records_no_timing
 
-from simulator.further.variants import FURTHER_METHODS
+from simulator.baselines.further.variants import FURTHER_METHODS
 
 EXAMPLE_POOL = os.path.join(ROOT, "examples", "example_pool.jsonl")
 MCPP = "mc_portfolio_rollout[M=8]"

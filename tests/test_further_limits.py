@@ -19,12 +19,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simulator.arrays import CostSetting, build_arrays
-from simulator.further.graph import all_paths
-from simulator.further.loader import LoaderParams
-from simulator.further.variants import FURTHER_METHODS, FurtherParams
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
+from simulator.baselines.further.graph import all_paths
+from simulator.baselines.further.loader import LoaderParams
+from simulator.baselines.further.variants import FURTHER_METHODS, FurtherParams
+from simulator.costs.arrays import CostSetting, build_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_method
 from tests.further_dags import pool_line
 from tests.test_further_policies import act

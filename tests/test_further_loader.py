@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import lambertw
 
-from simulator.further.loader import (
+from simulator.baselines.further.loader import (
     FIX_CLAMP_A,
     FIX_LAMBERT1,
     FIX_RCUR0,

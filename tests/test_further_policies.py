@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import DecisionView
-from simulator.errors import ConfigError
-from simulator.further.policies import FurtherPolicy, snapshot_of, static_seed
-from simulator.further.variants import FURTHER_METHODS, FurtherParams
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool
+from simulator.base.errors import ConfigError
+from simulator.baselines.further.policies import FurtherPolicy, snapshot_of, static_seed
+from simulator.baselines.further.variants import FURTHER_METHODS, FurtherParams
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import DecisionView
+from simulator.pools.pool import load_pool
 from simulator.simulate import simulate_baseline, simulate_method
 from tests.conftest import ROOT
 from tests.further_dags import CHAIN, DIAMOND, arrays
@@ -71,7 +71,7 @@ def test_deadline_static_first_action_and_later_decisions():
 def test_loader_static_first_action_is_the_seeded_plan():
     arr = arrays(CHAIN)
     (_, count), pol = act("loader_static_bf", arr, 60.0)
-    from simulator.further.loader import loader_static_plan
+    from simulator.baselines.further.loader import loader_static_plan
 
     li = pol._inputs
     want = loader_static_plan(li.graph, li.t, li.p, li.kappa, 60.0, static_seed(42, 0, 0), bf=True)
@@ -161,7 +161,7 @@ def test_harness_defaults_of_the_deadline_policies_are_the_policy_defaults():
     from dataclasses import asdict
 
     from harness.variables import FURTHER_DEFAULTS
-    from simulator.further.chernoff import DeadlineParams
+    from simulator.baselines.further.chernoff import DeadlineParams
 
     d = asdict(DeadlineParams())
     assert {k: d[k] for k in FURTHER_DEFAULTS} == FURTHER_DEFAULTS

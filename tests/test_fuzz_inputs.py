@@ -324,7 +324,7 @@ def _mcpp_too_slow(flags: list[str]) -> bool:
 @_settings(ci_examples=150)
 @given(data=st.data())
 def test_fuzz_validate_and_simulate_in_process(data):
-    from simulator.cli import main
+    from simulator.cli.main import main
 
     lines = draw_pool_lines(data)
     flags = data.draw(simulate_flags(), label="flags")
@@ -489,7 +489,7 @@ def test_fuzz_run_experiment_prepare_in_subprocess(data):
 def test_found_tiny_success_probability_in_ratio_mode(tmp_path, p):
     """prepare / --budget-ratio on a node with 0 < p < 2**-53: ZeroDivisionError (log(1 - p) = 0) or
     OverflowError before; now the nominal scales are computed with log1p, or refused when not finite."""
-    from simulator.cli import main
+    from simulator.cli.main import main
 
     dag = copy.deepcopy(SINGLE[0])
     dag["nodes"][3]["template"]["success_prob"] = p
@@ -505,7 +505,7 @@ def test_found_tiny_success_probability_in_ratio_mode(tmp_path, p):
 def test_attempts_for_95_is_unchanged_where_it_worked():
     import math as m
 
-    from simulator.nominal import attempts_for_95
+    from simulator.costs.nominal import attempts_for_95
 
     for p in (0.001, 0.3, 0.5, 0.9375, 0.999999, 1 - 2**-52):
         assert attempts_for_95(p) == max(1, m.ceil(m.log(0.05) / m.log(1.0 - p)))
@@ -515,7 +515,7 @@ def test_attempts_for_95_is_unchanged_where_it_worked():
 @pytest.mark.parametrize("value", [True, 5, "4B_ins", {"a": 1}, [None], [["4B_ins"]]])
 def test_found_dag_level_model_ids_of_the_wrong_type(tmp_path, value):
     """``"model_ids": true`` on a DAG line: TypeError traceback in the loader (found by the long run)."""
-    from simulator.cli import main
+    from simulator.cli.main import main
 
     dag = dict(MULTI, model_ids=value)
     pool = tmp_path / "pool.jsonl"

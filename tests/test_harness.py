@@ -14,7 +14,7 @@ from harness.grid import ABSOLUTE, RATIO, AxisValue, parse_map, resolve_grid
 from harness.methods import method_labels
 from harness.prepare import prepare
 from harness.shards import ShardSpec, check_dag_output, compress_ints, expand_ints
-from simulator.errors import ConfigError, PoolError, UserError
+from simulator.base.errors import ConfigError, PoolError, UserError
 
 # ----------------------------------------------------------------------------- grid
 

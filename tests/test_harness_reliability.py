@@ -21,7 +21,7 @@ from harness_util import HARNESS, ROOT, clean_env, config_env, harness, merged_b
 from harness.merge import IncompleteRun, merge
 from harness.prepare import prepare
 from harness.shard_runner import run_shard
-from simulator.errors import ConfigError
+from simulator.base.errors import ConfigError
 
 
 def _finished_run(tmp_path, name="t", **kw):

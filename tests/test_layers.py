@@ -7,15 +7,18 @@ unanswerable. The layers, from the bottom:
 ====  ==========  ============================================================
 rank  layer       modules
 ====  ==========  ============================================================
-0     base        errors, validation, file I/O, keyed random streams, intervals
-1     format      the pool format and the rules every pool builder shares
-                  (dependency graphs, templates from rows)
-2     costs       cost modes, flat arrays, nominal scales, planning statistics
-3     engine      the event loop, the baselines, the Python-policy episode
-4     planner     MCPP (parameters, candidates, kernel, policy, planner API)
-5     methods     the method registry and the simulate entry points
+0     base        ``simulator/base/``: errors, validation, file I/O, keyed random
+                  streams, intervals, settings
+1     format      ``simulator/pools/``: the pool format and the rules every pool
+                  builder shares (dependency graphs, templates from rows)
+2     costs       ``simulator/costs/``: cost modes, flat arrays, nominal scales,
+                  planning statistics
+3     engine      ``simulator/engine/`` (the event loop, the Python-policy episode,
+                  the registry) and ``simulator/baselines/``
+4     planner     ``simulator/mcpp/`` and ``simulator/policies/``
+5     methods     ``simulator/methods.py``, ``simulate.py``, ``prewarm_groups.py``
 2     data        pool builders, synthetic pools, benchmark loaders/rollouts
-6     front       command lines: ``python -m simulator``, the harness
+6     front       command lines: ``simulator/cli/``, the harness
 7     entry       top-level scripts, ``tests/``, ``benchmarks/``
 ====  ==========  ============================================================
 
@@ -58,47 +61,25 @@ ALLOWED: dict[str, set[str]] = {
 #: (module pattern, layer); the first matching pattern decides (fnmatch on the dotted name).
 LAYERS: list[tuple[str, str]] = [
     ("simulator", "base"),  # the package __init__ (a docstring)
-    ("simulator.errors", "base"),
-    ("simulator.validation", "base"),
-    ("simulator.io_utils", "base"),
-    ("simulator.rng", "base"),
-    ("simulator.jit", "base"),
-    ("simulator.prewarm", "base"),  # the cold-start helper's mechanism (which kernels: simulator.prewarm_groups)
-    ("simulator.threads", "base"),
-    ("simulator.scoring", "base"),
-    ("simulator.settings", "base"),
-    ("simulator.pool", "format"),
-    ("simulator.graph", "format"),
-    ("simulator.stats", "format"),
+    ("simulator.base", "base"),
+    ("simulator.base.*", "base"),
+    ("simulator.pools", "format"),
+    ("simulator.pools.*", "format"),
     ("simulator.costs", "costs"),
-    ("simulator.arrays", "costs"),
-    ("simulator.nominal", "costs"),
-    ("simulator.planning", "costs"),
-    ("simulator.summary", "engine"),  # streaming aggregation of trials (the CLI)
-    ("simulator.registry", "engine"),  # what a method is (MethodSpec): read by the baselines and the policies
+    ("simulator.costs.*", "costs"),
     ("simulator.engine", "engine"),
+    ("simulator.engine.*", "engine"),
     ("simulator.baselines", "engine"),
-    ("simulator.further", "engine"),
-    ("simulator.further.*", "engine"),
-    ("simulator.episode", "engine"),
-    ("simulator.reference", "engine"),
-    ("simulator.testing", "engine"),
-    ("simulator.summary", "engine"),
-    ("simulator.mcpp_params", "planner"),
-    ("simulator.mcpp_candidates", "planner"),
-    ("simulator.mcpp_kernel", "planner"),
-    ("simulator.mcpp_anytime", "planner"),
-    ("simulator.mcpp_reuse", "planner"),
-    ("simulator.mc_portfolio_policy", "planner"),
-    ("simulator.planner_api", "planner"),
-    ("simulator.methods", "methods"),
+    ("simulator.baselines.*", "engine"),
+    ("simulator.mcpp", "planner"),
+    ("simulator.mcpp.*", "planner"),
     ("simulator.policies", "planner"),  # Python policies added through the registry (docs/adding_a_policy.md)
     ("simulator.policies.*", "planner"),
+    ("simulator.methods", "methods"),
     ("simulator.simulate", "methods"),
     ("simulator.prewarm_groups", "methods"),
     ("simulator.cli", "front"),
-    ("simulator.cli_args", "front"),
-    ("simulator.planner_cli", "front"),
+    ("simulator.cli.*", "front"),
     ("simulator.__main__", "front"),
     ("harness", "front"),
     ("harness.*", "front"),
@@ -146,7 +127,7 @@ def imports_of(name: str, source: str, is_package: bool, known: Iterable[str]) -
     out: list[tuple[str, int]] = []
 
     def add(target: str, line: int) -> None:
-        # the longest known prefix: "simulator.pool.load_pool" -> "simulator.pool"
+        # the longest known prefix: "simulator.pools.pool.load_pool" -> "simulator.pools.pool"
         parts = target.split(".")
         for k in range(len(parts), 0, -1):
             cand = ".".join(parts[:k])
@@ -267,7 +248,7 @@ def _scripts(root: Path) -> list[str]:
 
 def test_no_module_imports_a_higher_layer():
     graph = import_graph(ROOT)
-    assert "simulator.engine" in graph and "poolbuild.synthetic" in graph  # the walk found the code
+    assert "simulator.engine.loop" in graph and "poolbuild.synthetic" in graph  # the walk found the code
     assert layer_violations(graph, scripts=_scripts(ROOT)) == []
 
 
@@ -292,37 +273,42 @@ def _write(root: Path, rel: str, text: str) -> None:
 def test_checker_flags_a_synthetic_violation(tmp_path):
     """A tiny fake project: the engine importing the CLI lazily, a loader importing the engine."""
     _write(tmp_path, "simulator/__init__.py", "")
-    _write(tmp_path, "simulator/errors.py", "")
-    _write(tmp_path, "simulator/pool.py", "from .errors import X\n")
-    _write(tmp_path, "simulator/engine.py", "from . import pool\n\ndef f():\n    from .cli import main\n")
-    _write(tmp_path, "simulator/cli.py", "from simulator.engine import f\n")
+    _write(tmp_path, "simulator/base/__init__.py", "")
+    _write(tmp_path, "simulator/base/errors.py", "")
+    _write(tmp_path, "simulator/pools/__init__.py", "")
+    _write(tmp_path, "simulator/pools/pool.py", "from ..base.errors import X\n")
+    _write(tmp_path, "simulator/engine/__init__.py", "")
+    _write(tmp_path, "simulator/engine/loop.py", "from ..pools import pool\n\ndef f():\n    from ..cli.main import main\n")
+    _write(tmp_path, "simulator/cli/__init__.py", "")
+    _write(tmp_path, "simulator/cli/main.py", "from simulator.engine.loop import f\n")
     _write(tmp_path, "codeflow/__init__.py", "")
-    _write(tmp_path, "codeflow/dataset.py", "import simulator.engine\nfrom simulator import pool\n")
+    _write(tmp_path, "codeflow/dataset.py", "import simulator.engine.loop\nfrom simulator.pools import pool\n")
     _write(tmp_path, "simulator/mystery.py", "")
     graph = import_graph(tmp_path)
-    assert graph["simulator.pool"] == [("simulator.errors", 1)]
+    assert graph["simulator.pools.pool"] == [("simulator.base.errors", 1)]
     got = layer_violations(graph)
     assert got == [
-        "codeflow.dataset:1 (data) imports simulator.engine (engine)",
-        "simulator.engine:4 (engine) imports simulator.cli (front)",
+        "codeflow.dataset:1 (data) imports simulator.engine.loop (engine)",
+        "simulator.engine.loop:4 (engine) imports simulator.cli.main (front)",
         "simulator.mystery: no layer; add it to LAYERS in tests/test_layers.py",
     ]
-    assert import_cycles(graph) == [["simulator.cli", "simulator.engine"]]
+    assert import_cycles(graph) == [["simulator.cli.main", "simulator.engine.loop"]]
 
 
 @pytest.mark.parametrize(
     "name, source, is_package, expected",
     [
-        ("simulator.cli", "from .pool import load_pool", False, ["simulator.pool"]),
-        ("simulator", "from . import pool", True, ["simulator.pool"]),
-        ("simulator.further.x", "from ..pool import P", False, ["simulator.pool"]),
-        ("tests.t", "from simulator import errors, pool", False, ["simulator.errors", "simulator.pool"]),
-        ("tests.t", "import simulator.pool as p", False, ["simulator.pool"]),
+        ("simulator.cli.main", "from ..pools.pool import load_pool", False, ["simulator.pools.pool"]),
+        ("simulator.pools", "from . import pool", True, ["simulator.pools.pool"]),
+        ("simulator.baselines.further.x", "from ...pools.pool import P", False, ["simulator.pools.pool"]),
+        ("tests.t", "from simulator.base import errors", False, ["simulator.base.errors"]),
+        ("tests.t", "import simulator.pools.pool as p", False, ["simulator.pools.pool"]),
         ("tests.t", "from simulator import __doc__", False, ["simulator"]),
         ("tests.t", "import numpy", False, []),
     ],
 )
 def test_imports_are_resolved_to_modules(name, source, is_package, expected):
-    known = ["simulator", "simulator.pool", "simulator.errors", "simulator.cli", "simulator.further",
-             "simulator.further.x", "tests.t"]
+    known = ["simulator", "simulator.pools", "simulator.pools.pool", "simulator.base", "simulator.base.errors",
+             "simulator.cli", "simulator.cli.main", "simulator.baselines.further", "simulator.baselines.further.x",
+             "tests.t"]
     assert [m for m, _ in imports_of(name, source, is_package, known)] == expected

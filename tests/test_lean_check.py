@@ -21,7 +21,7 @@ from ProofFlow.lean_check import (
     parse_lean_json_output,
     prepare_source,
 )
-from simulator.errors import UserError
+from simulator.base.errors import UserError
 from tests import fake_lake
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "lean"

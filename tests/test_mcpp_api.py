@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from simulator.errors import ConfigError
-from simulator.io_utils import atomic_write_jsonl
-from simulator.planner_api import InFlight, plan
-from simulator.planner_cli import plan_main, predict_main
-from simulator.testing import layered_dag, node, tpl
+from simulator.base.errors import ConfigError
+from simulator.base.io_utils import atomic_write_jsonl
+from simulator.cli.planner import plan_main, predict_main
+from simulator.engine.testing import layered_dag, node, tpl
+from simulator.mcpp.api import InFlight, plan
 
 
 def chain_line():

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from simulator.mcpp_candidates import (
+from simulator.mcpp.candidates import (
     CORRECTED_FULL,
     CORRECTED_SAMPLED,
     FULL,

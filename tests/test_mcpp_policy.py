@@ -12,22 +12,22 @@ import numpy as np
 import pytest
 from numba import njit
 
-from simulator.arrays import CostSetting, build_arrays, dag_arrays
-from simulator.engine import CV_MAX, CV_MIN, draw_attempt, sample_latency
-from simulator.episode import DecisionView, run_policy_episode
-from simulator.errors import ConfigError
-from simulator.mc_portfolio_policy import (
+from simulator.base.errors import ConfigError
+from simulator.costs.arrays import CostSetting, build_arrays, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import DecisionView, run_policy_episode
+from simulator.engine.loop import CV_MAX, CV_MIN, draw_attempt, sample_latency
+from simulator.engine.testing import first_view, layered_dag, node, tpl
+from simulator.mcpp.kernel import _latency, draw_flat, latency_params
+from simulator.mcpp.params import mcpp_params_from_env, resolve_params
+from simulator.mcpp.policy import (
     FirstActionThenMember,
     MCPortfolioPolicy,
     SeqMemberPolicy,
     hoeffding_epsilon,
 )
-from simulator.mcpp_kernel import _latency, draw_flat, latency_params
-from simulator.mcpp_params import mcpp_params_from_env, resolve_params
 from simulator.methods import make_policy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.testing import first_view, layered_dag, node, tpl
+from simulator.pools.pool import pool_from_objects
 
 ROOT = Path(__file__).resolve().parents[1]
 E_I = np.zeros(0, dtype=np.int64)
@@ -249,11 +249,11 @@ def test_options_run_and_stay_deterministic(evaluation):
 
 THREAD_SCRIPT = r"""
 import json, sys
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.testing import first_view, layered_dag
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.pools.pool import pool_from_objects
+from simulator.engine.testing import first_view, layered_dag
 import numba
 pool = pool_from_objects([layered_dag(21, n_nodes=10)])
 arr = dag_arrays(pool, 0, CostSetting())

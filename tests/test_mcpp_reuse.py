@@ -14,20 +14,20 @@ import argparse
 
 import pytest
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.episode import run_policy_episode
-from simulator.errors import ConfigError
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.mcpp_params import (
+from simulator.base.errors import ConfigError
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.testing import first_view, layered_dag, node, tpl
+from simulator.mcpp.params import (
     add_mcpp_arguments,
     mcpp_params_from_args,
     mcpp_params_from_env,
     resolve_params,
 )
-from simulator.mcpp_reuse import DecisionMemo, state_digest
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import pool_from_objects
-from simulator.testing import first_view, layered_dag, node, tpl
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.mcpp.reuse import DecisionMemo, state_digest
+from simulator.pools.pool import pool_from_objects
 
 PARAMS = {"M": 8, "max_candidate_actions": 60}
 

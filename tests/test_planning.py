@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from conftest import chain_dag
 
-from simulator.arrays import ROW_SUCC, CostSetting, dag_arrays
-from simulator.errors import ConfigError
-from simulator.planning import make_planning_arrays, noisy_arrays, validate_planning
-from simulator.pool import pool_from_objects
+from simulator.base.errors import ConfigError
+from simulator.costs.arrays import ROW_SUCC, CostSetting, dag_arrays
+from simulator.costs.planning import make_planning_arrays, noisy_arrays, validate_planning
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import RunSettings
 
 

@@ -14,8 +14,8 @@ import pytest
 from poolbuild import build_aligned as aligner
 from poolbuild import build_loader as loader
 from poolbuild.dag_builder import BuildOptions
-from simulator.errors import UserError
-from simulator.pool import load_index_file, load_pool
+from simulator.base.errors import UserError
+from simulator.pools.pool import load_index_file, load_pool
 
 REPO = Path(__file__).resolve().parents[1]
 

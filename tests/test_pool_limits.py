@@ -19,8 +19,8 @@ import pytest
 from conftest import ROOT, chain_dag, make_node
 from harness_util import clean_env
 
-from simulator.errors import PoolError, UserError
-from simulator.pool import MAX_POOL_VALUE, load_index_file, load_pool, pool_from_objects
+from simulator.base.errors import PoolError, UserError
+from simulator.pools.pool import MAX_POOL_VALUE, load_index_file, load_pool, pool_from_objects
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -89,8 +89,8 @@ def test_largest_allowed_values_load():
 _SAMPLER_GRID = r"""
 import itertools, json, math, sys
 import numpy as np
-from simulator.engine import sample_latency
-from simulator.pool import MAX_POOL_VALUE
+from simulator.engine.loop import sample_latency
+from simulator.pools.pool import MAX_POOL_VALUE
 values = [5e-324, 1e-300, 1e-160, 1e-9, 1e-3, 0.5, 1.0, 3.0, 1e6, 1e154, MAX_POOL_VALUE]
 values = [v for v in values if v <= MAX_POOL_VALUE]
 bad = []
@@ -120,8 +120,8 @@ def test_sampler_gives_finite_draws_for_every_value_a_pool_may_hold():
 
 def test_sampler_unchanged_for_ordinary_values():
     """The robust path only engages past the documented limits: ordinary draws keep their bits."""
-    from simulator.engine import sample_latency
-    from simulator.rng import gamma, normal
+    from simulator.base.rng import gamma, normal
+    from simulator.engine.loop import sample_latency
 
     key = np.uint64(123456789)
     mean, std = 7.5, 3.25

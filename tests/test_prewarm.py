@@ -1,4 +1,4 @@
-"""The cold-start helper (simulator/prewarm.py).
+"""The cold-start helper (simulator/base/prewarm.py).
 
 What the helper compiles must be what a run loads (same signatures: a run
 on the helper's cache compiles none of the group's kernels), a run with the
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from simulator import prewarm, prewarm_groups
+from simulator import prewarm_groups
+from simulator.base import prewarm
 
 SIMULATE = ["simulate", "--pool", "examples/example_pool.jsonl", "--dag", "0", "--budget-ratio", "1",
             "--deadline-ratio", "1", "--json"]  # fmt: skip
@@ -35,7 +36,7 @@ class L(event.Listener):
     def on_end(self, ev):
         pass
 event.register("numba:compile", L())
-from simulator.cli import main
+from simulator.cli.main import main
 code = main(sys.argv[1:])
 print(json.dumps(names))
 sys.exit(code)
@@ -154,16 +155,18 @@ def test_no_helper_on_a_warm_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("SIMULATOR_PREWARM", "1")
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert not prewarm.cache_has(prewarm_groups.KERNEL_FILES)
-    other = tmp_path / "simulator_0123abcd"  # another checkout's entries (same NUMBA_CACHE_DIR) do not count
-    other.mkdir()
-    for stem in prewarm_groups.KERNEL_FILES:
-        (other / f"{stem}-1.py311.nbi").write_bytes(b"")
+    for stem in prewarm_groups.KERNEL_FILES:  # another checkout's entries (same NUMBA_CACHE_DIR) do not count
+        other = tmp_path / f"{stem.rpartition('/')[0].rpartition('/')[2]}_0123abcd"
+        other.mkdir(exist_ok=True)
+        (other / f"{stem.rpartition('/')[2]}-1.py311.nbi").write_bytes(b"")
     assert not prewarm.cache_has(prewarm_groups.KERNEL_FILES)
-    sub = Path(prewarm.cache_dir())
-    assert sub.parent == tmp_path and sub.name.startswith("simulator_")
-    sub.mkdir()
+    assert Path(prewarm.cache_dir()).parent == tmp_path and Path(prewarm.cache_dir()).name.startswith("simulator_")
     for stem in prewarm_groups.KERNEL_FILES:
-        (sub / f"{stem}-1.py311.nbi").write_bytes(b"")
+        package, _, name = stem.rpartition("/")
+        sub = Path(prewarm.cache_dir(package))
+        assert sub.parent == tmp_path and sub.name.startswith(package.rpartition("/")[2] + "_")
+        sub.mkdir(exist_ok=True)
+        (sub / f"{name}-1.py311.nbi").write_bytes(b"")
     assert prewarm.cache_has(prewarm_groups.KERNEL_FILES)
     prewarm_groups.start([*SIMULATE, "--method", "sequential"])
     assert calls == []
@@ -173,13 +176,17 @@ def test_cache_dir_is_numbas(monkeypatch, tmp_path):
     """The directory numba's own locator picks, for the package and a subpackage, with and without NUMBA_CACHE_DIR."""
     from numba.core.caching import _CacheLocator
 
-    import simulator.further.loader as loader
+    import simulator
+    import simulator.baselines.further.loader as loader
+    import simulator.engine.loop as loop
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    for package, src in (("", prewarm.__file__), ("further", loader.__file__)):
+    for package, src in (("", simulator.__file__), ("engine", loop.__file__), ("baselines/further", loader.__file__)):
         assert prewarm.cache_dir(package) == os.path.join(str(tmp_path), _CacheLocator.get_suitable_cache_subpath(src))
     monkeypatch.delenv("NUMBA_CACHE_DIR")
-    assert prewarm.cache_dir("further") == os.path.join(os.path.dirname(os.path.abspath(loader.__file__)), "__pycache__")
+    assert prewarm.cache_dir("baselines/further") == os.path.join(
+        os.path.dirname(os.path.abspath(loader.__file__)), "__pycache__"
+    )
 
 
 def test_no_wait_without_a_helper(monkeypatch):

@@ -21,8 +21,8 @@ from ProofFlow import run_proofflow_node_rollouts as rr
 from ProofFlow.benchmark import load_benchmark
 from ProofFlow.lean_check import LEAN_TOOLCHAIN, LeanChecker
 from ProofFlow.safe_pickle import UnsafePickleError, load_proofflow_pickle
-from simulator.errors import UserError
-from simulator.pool import load_pool
+from simulator.base.errors import UserError
+from simulator.pools.pool import load_pool
 from tests import fake_lake
 from tests.fake_openai_server import FakeServer, text_replies
 

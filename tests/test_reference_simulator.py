@@ -1,4 +1,4 @@
-"""The compiled engine against the plain-Python reference simulator (simulator/reference.py).
+"""The compiled engine against the plain-Python reference simulator (simulator/engine/reference.py).
 
 Same keyed draws, so the records must agree bit for bit: every baseline
 (per-attempt launch, D = inf, scored at deadlines), a fixed Python policy
@@ -16,15 +16,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from simulator import reference as ref
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.baselines import BASELINE_METHODS
-from simulator.engine import REASONS
-from simulator.episode import run_policy_episode
-from simulator.mc_portfolio_policy import MCPortfolioPolicy
-from simulator.pool import pool_from_objects
+from simulator.baselines.compiled import BASELINE_METHODS
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.engine import reference as ref
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.loop import REASONS
+from simulator.engine.testing import layered_dag
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
-from simulator.testing import layered_dag
 
 MODELS = ("ma", "mb", "mc")
 PRICES = {"ma": 0.8, "mb": 2.4, "mc": 0.5}

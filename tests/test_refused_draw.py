@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
-import simulator.reference as ref
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.pool import pool_from_objects
+import simulator.engine.reference as ref
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
 
 TRIALS = 4000

@@ -9,20 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.errors import ConfigError
-from simulator.methods import (
-    BASELINE_METHODS,
-    METHOD_ORDER,
-    METHOD_SETS,
-    REGISTRY,
-    is_baseline,
-    method_spec,
-    resolve_methods,
-)
-from simulator.nominal import nominal_budget, nominal_deadline
-from simulator.pool import load_pool
-from simulator.registry import (
+from simulator.base.errors import ConfigError
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.registry import (
     ATOMIC,
     COMPILED_BASELINE,
     PER_ATTEMPT,
@@ -32,6 +22,16 @@ from simulator.registry import (
     Registry,
     split_method_list,
 )
+from simulator.methods import (
+    BASELINE_METHODS,
+    METHOD_ORDER,
+    METHOD_SETS,
+    REGISTRY,
+    is_baseline,
+    method_spec,
+    resolve_methods,
+)
+from simulator.pools.pool import load_pool
 from simulator.simulate import simulate_baseline, simulate_method, simulate_policy
 from tests.conftest import ROOT
 

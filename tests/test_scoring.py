@@ -1,4 +1,4 @@
-"""The one Wilson interval and the one paired difference (simulator/scoring.py) every report uses."""
+"""The one Wilson interval and the one paired difference (simulator/base/scoring.py) every report uses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from simulator.scoring import Z95, paired_difference, wilson_interval
+from simulator.base.scoring import Z95, paired_difference, wilson_interval
 
 
 def test_wilson_interval_known_values():

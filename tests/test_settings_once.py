@@ -1,7 +1,7 @@
 """Settings are parsed once, where they enter, and passed down typed (``docs/simulator.md``).
 
 The tests follow one shard's settings from the harness down to the engine
-with a counter on :func:`simulator.costs.normalize_cost_mode`: the cost mode
+with a counter on :func:`simulator.costs.charges.normalize_cost_mode`: the cost mode
 is parsed where it enters (the harness variable, the ``CostSetting``
 constructor of the shard runner or the Python API), never again per DAG,
 method, deadline or (node, model) -- and the records do not change.
@@ -16,10 +16,10 @@ import sys
 import pytest
 from harness_util import config_env, diamond, write_pool
 
-import simulator.costs as costs
-from simulator.arrays import CostSetting, build_arrays
-from simulator.errors import ConfigError
-from simulator.pool import load_pool
+import simulator.costs.charges as costs
+from simulator.base.errors import ConfigError
+from simulator.costs.arrays import CostSetting, build_arrays
+from simulator.pools.pool import load_pool
 from simulator.simulate import RunSettings, simulate_dag_budget
 
 MODELS = {"m1": (0.6, 2.0, 100.0), "m2": (0.8, 3.0, 150.0)}

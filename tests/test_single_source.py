@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import chain_dag, make_node
 
-from simulator import graph, stats
-from simulator.pool import pool_from_objects
+from simulator.pools import graph, stats
+from simulator.pools.pool import pool_from_objects
 
 
 def test_pool_loader_template_from_rows_is_the_builders_template():
@@ -74,7 +74,8 @@ def test_pool_depth_of_a_chain():
 
 def test_reports_share_the_engine_reasons_and_the_scoring_intervals():
     from harness import analyze
-    from simulator import engine, scoring
+    from simulator.base import scoring
+    from simulator.engine import loop as engine
 
     assert analyze.REASONS is engine.REASONS
     assert analyze.wilson_interval is scoring.wilson_interval

@@ -16,9 +16,9 @@ import pytest
 from conftest import make_node
 from scipy import stats as sps
 
-from simulator.arrays import CostSetting, dag_arrays
-from simulator.baselines import STATIC_METHODS, static_plan, static_rule, static_weights
-from simulator.pool import pool_from_objects
+from simulator.baselines.compiled import STATIC_METHODS, static_plan, static_rule, static_weights
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
 
 SEED = 99

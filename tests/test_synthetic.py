@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from poolbuild import synthetic as syn
-from simulator.errors import UserError
-from simulator.pool import load_pool
+from simulator.base.errors import UserError
+from simulator.pools.pool import load_pool
 
 
 def _gen(tmp_path, *args, name="pool.jsonl"):

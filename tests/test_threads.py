@@ -1,4 +1,4 @@
-"""simulator/threads.py: chunks cover the work exactly once, errors surface, any thread count gives the same numbers."""
+"""simulator/base/threads.py: chunks cover the work exactly once, errors surface, any thread count gives the same numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.threads import MIN_CHUNK, chunk_bounds, run_chunked
+from simulator.base.threads import MIN_CHUNK, chunk_bounds, run_chunked
 
 
 @given(n=st.integers(0, 500), chunks=st.integers(1, 64))
@@ -46,14 +46,14 @@ def test_an_error_in_a_chunk_is_raised_after_all_chunks_ended():
 
 def test_mcpp_pairs_identical_on_one_and_three_threads(monkeypatch):
     """The MCPP kernel's pairs over Python threads: the same wins as one after the other."""
-    import simulator.mcpp_anytime as anytime
+    import simulator.mcpp.anytime as anytime
 
     monkeypatch.setattr(anytime, "PARALLEL_MIN_S", 0.0)  # even a short decision on the threaded kernel
-    from simulator.arrays import CostSetting, dag_arrays
-    from simulator.mc_portfolio_policy import MCPortfolioPolicy
-    from simulator.nominal import nominal_budget, nominal_deadline
-    from simulator.pool import pool_from_objects
-    from simulator.testing import first_view, layered_dag
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+    from simulator.engine.testing import first_view, layered_dag
+    from simulator.mcpp.policy import MCPortfolioPolicy
+    from simulator.pools.pool import pool_from_objects
 
     arr = dag_arrays(pool_from_objects([layered_dag(3, n_nodes=8)]), 0, CostSetting())
     view = first_view(arr, nominal_budget(arr), nominal_deadline(arr))

@@ -13,7 +13,7 @@ import pytest
 from harness_util import config_env, harness, merged_records_no_timing, small_pool
 
 from harness import warmup
-from simulator import prewarm
+from simulator.base import prewarm
 
 
 def _cached(monkeypatch, *groups):

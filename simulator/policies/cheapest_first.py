@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ..registry import PER_ATTEMPT, PYTHON_POLICY, SCORED, MethodSpec
+from simulator.engine.registry import PER_ATTEMPT, PYTHON_POLICY, SCORED, MethodSpec
 
 
 class CheapestFirst:

@@ -1,0 +1,192 @@
+"""One validation layer for every entry point (CLI flags, environment variables, files).
+
+Modelled on scikit-learn's ``utils/validation.py``: each check takes the raw
+value, the name the user knows it by and where it came from, and either
+returns the parsed, typed value or raises :class:`~simulator.base.errors.ConfigError`
+with one line that names the offending value, what was expected and its
+source, e.g. ``--budget (flag): expected a finite number > 0, got 'inf'`` or
+``MC_PORTFOLIO_M (environment): expected an integer >= 1, got 'abc'``.
+
+Every entry point (the ``simulator`` CLI, ``run_experiment.sh`` and its Python
+scripts, the pool builders and converters) parses a setting once, here, where
+it enters; the code below them receives typed values and does not re-check.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from simulator.base.errors import ConfigError
+
+
+def where(name: str, source: str | None = None) -> str:
+    """``name (source)``: how a setting is shown in messages (source e.g. 'flag', 'environment')."""
+    return f"{name} ({source})" if source else name
+
+
+def _fail(name: str, source: str | None, expected: str, got: Any) -> ConfigError:
+    return ConfigError(f"{where(name, source)}: expected {expected}, got {got!r}")
+
+
+def check_number(
+    value: Any,
+    name: str,
+    source: str | None = None,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_inclusive: bool = True,
+    hi_inclusive: bool = True,
+    allow_inf: bool = False,
+) -> float:
+    """A float (from a number or a string); NaN is always refused, infinity only with ``allow_inf``."""
+    bounds = []
+    if lo is not None:
+        bounds.append(f"{'>=' if lo_inclusive else '>'} {lo:g}")
+    if hi is not None:
+        bounds.append(f"{'<=' if hi_inclusive else '<'} {hi:g}")
+    expected = ("a number" if allow_inf else "a finite number") + (" " + " and ".join(bounds) if bounds else "")
+    if isinstance(value, bool):
+        raise _fail(name, source, expected, value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise _fail(name, source, expected, value) from None
+    if math.isnan(x) or (math.isinf(x) and not allow_inf):
+        raise _fail(name, source, expected, value)
+    if lo is not None and (x < lo or (x == lo and not lo_inclusive)):
+        raise _fail(name, source, expected, value)
+    if hi is not None and (x > hi or (x == hi and not hi_inclusive)):
+        raise _fail(name, source, expected, value)
+    return x
+
+
+def check_int(
+    value: Any,
+    name: str,
+    source: str | None = None,
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+) -> int:
+    """An integer (``'8'``, ``8`` or ``8.0``; not ``8.5``, ``True`` or ``'abc'``) within bounds."""
+    bounds = []
+    if lo is not None:
+        bounds.append(f">= {lo}")
+    if hi is not None:
+        bounds.append(f"<= {hi}")
+    expected = "an integer" + (" " + " and ".join(bounds) if bounds else "")
+    if isinstance(value, bool):
+        raise _fail(name, source, expected, value)
+    try:
+        if isinstance(value, str):
+            x = int(value.strip())
+        else:
+            f = float(value)
+            if not f.is_integer():
+                raise ValueError
+            x = int(f)
+    except (TypeError, ValueError, OverflowError):
+        raise _fail(name, source, expected, value) from None
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise _fail(name, source, expected, value)
+    return x
+
+
+def closest(name: str, choices: Iterable[str]) -> str | None:
+    """The closest valid spelling of ``name`` among ``choices`` (for "did you mean" hints)."""
+    found = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str], source: str | None = None) -> str:
+    """One of ``choices``; the message lists them and suggests the closest one."""
+    s = str(value).strip()
+    if s in choices:
+        return s
+    hint = closest(s, choices)
+    msg = f"{where(name, source)}: unknown value {s!r}; expected one of {', '.join(choices)}"
+    if hint:
+        msg += f" (did you mean {hint!r}?)"
+    raise ConfigError(msg)
+
+
+def check_unknown_names(
+    names: Iterable[str], known: Iterable[str], what: str, source: str | None = None
+) -> None:
+    """Refuse names (e.g. environment variables with a known prefix) that are not known settings."""
+    known = list(known)
+    bad = sorted(set(names) - set(known))
+    if not bad:
+        return
+    parts = []
+    for b in bad:
+        hint = closest(b, known)
+        parts.append(f"{b!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
+    src = f" ({source})" if source else ""
+    raise ConfigError(f"unknown {what}{src}: {', '.join(parts)}")
+
+
+def check_input_file(path: Any, name: str, source: str | None = None) -> Path:
+    """An existing, readable regular file (a directory or a missing path is refused)."""
+    p = Path(os.fspath(path))
+    if not p.exists():
+        raise ConfigError(f"{where(name, source)}: file {str(p)!r} does not exist")
+    if p.is_dir():
+        raise ConfigError(f"{where(name, source)}: {str(p)!r} is a directory, expected a file")
+    if not os.access(p, os.R_OK):
+        raise ConfigError(f"{where(name, source)}: file {str(p)!r} is not readable")
+    return p
+
+
+def check_output_file(path: Any, name: str, source: str | None = None, *, overwrite: bool = False) -> Path:
+    """A path a command may write to: not a directory, its parent exists or can be made,
+    and (unless ``overwrite``) not an existing file."""
+    p = Path(os.fspath(path))
+    if p.is_dir():
+        raise ConfigError(f"{where(name, source)}: {str(p)!r} is a directory, expected a file path")
+    if p.exists() and not overwrite:
+        raise ConfigError(f"{where(name, source)}: {str(p)!r} already exists (remove it or choose another path)")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise ConfigError(f"{where(name, source)}: {str(parent)!r} is not a directory")
+    return p
+
+
+def check_output_dir(path: Any, name: str, source: str | None = None, *, files: Sequence[str] = ()) -> Path:
+    """A directory a command will write ``files`` into, checked before the work starts.
+
+    It may exist (as a directory) or not yet (it is created when written);
+    the nearest existing ancestor must be a writable directory, and none of
+    ``files`` may be a directory. Nothing is created here, so a command that
+    fails later leaves no stray directory.
+    """
+    p = Path(os.fspath(path))
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{where(name, source)}: {str(p)!r} is a file, expected a directory")
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{where(name, source)}: {str(probe)!r} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where(name, source)}: directory {str(probe)!r} is not writable")
+    for f in files:
+        if (p / f).is_dir():
+            raise ConfigError(f"{where(name, source)}: {str(p / f)!r} is a directory, expected a file path")
+    return p
+
+
+def check_distinct(values: Sequence[Any], name: str, source: str | None = None) -> None:
+    """Refuse repeated values (e.g. a grid axis listing the same budget twice)."""
+    seen: set = set()
+    dup = [v for v in values if v in seen or seen.add(v)]
+    if dup:
+        raise ConfigError(f"{where(name, source)}: repeated value(s) {', '.join(map(repr, dup))}")

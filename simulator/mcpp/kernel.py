@@ -1,0 +1,638 @@
+"""MCPP's compiled Monte Carlo kernel: many simulated continuations of one decision.
+
+One simulation = apply a candidate action with the atomic launch rule, then
+follow one portfolio member Seq-(m, k) (every ready node gets (m, k)) until
+the DAG completes (success), time runs out or a launch is infeasible
+(failure). The semantics are those of the simulator (``docs/simulator.md``): the
+same :func:`~simulator.engine.loop.draw_attempt` (row resampling, or parametric
+draws), one queue entry per batch (end = max latency, success = OR), pops in
+end-time order with ties to the lower node position, and "all completed" checked
+before ``t >= D`` (finishing exactly at D counts), as in ``engine.advance``.
+
+Randomness is keyed, never streamed: simulation s of (candidate c, member p)
+at a decision uses the key (run seed, DAG, trial, decision, c, p, s), and
+batch number b of node v inside it the sub-key (v, b). Results therefore do
+not depend on the number of threads. With common random numbers (CRN) the
+candidate index is left out of the key, so every candidate meets the same
+luck on the same node batch.
+
+Everything here works on flat arrays: the DAG's
+:class:`~simulator.costs.arrays.DagArrays`, the episode's pruning bounds
+(:class:`PlanBounds`) and the decision's state (:class:`DecisionState`), all
+three NamedTuples of arrays and scalars built outside the hot loop.
+:func:`run_pairs` spreads (candidate, member) pairs over threads
+(:mod:`simulator.base.threads`); :func:`_run_pair` unpacks the tuples once and runs the
+simulations of one pair.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, uint64
+
+from simulator.base.jit import compiled_only
+from simulator.base.rng import _GOLDEN, fold, normal, randint, uniform
+from simulator.base.rng import gamma as gamma_draw
+from simulator.base.threads import run_chunked
+from simulator.costs.charges import charge_of_draw
+from simulator.engine.loop import CV_MAX, CV_MIN, _sample_latency
+
+#: key field for "every candidate" (common random numbers)
+CRN_CANDIDATE = 0x7FFFFFFF
+_BATCH_SHIFT = 4294967296  # 2**32: sub-key of batch b of node v is v * 2**32 + b
+
+
+
+
+class PlanBounds(NamedTuple):
+    """Per-(DAG, episode) lower bounds for exact pruning (built once per episode, read by every decision).
+
+    The bounds are float64 arrays of shape (n, m), +inf where the model is unavailable; the
+    ``lat_*`` arrays are :func:`latency_params` (what parametric draws can compute once).
+    """
+
+    min_charge: np.ndarray  # smallest charged cost of one attempt (:func:`attempt_bounds`)
+    min_lat: np.ndarray  # smallest latency of one attempt (:func:`attempt_bounds`)
+    child_tail: np.ndarray  # longest path of min latencies strictly below each node (:func:`child_tails`)
+    lat_kind: np.ndarray  # int64 (n, m): parametric latency law of (v, j) after the checks (:func:`latency_params`)
+    lat_c0: np.ndarray  # float64 (n, m): its first constant
+    lat_c1: np.ndarray  # float64 (n, m): its second constant
+
+
+class DecisionState(NamedTuple):
+    """Everything one MCPP decision hands to the kernel (built once per decision).
+
+    R = number of ready nodes, C = candidates, P = portfolio members, n = nodes,
+    Q = in-flight batches. Times are relative to the decision (t = 0 now).
+    """
+
+    ready: np.ndarray  # int64 (R,): ready node positions, in the candidates' column order
+    cand_model: np.ndarray  # int64 (C, R): model position of candidate c on ready node r
+    cand_count: np.ndarray  # int64 (C, R): attempt count (>= 1) of candidate c on ready node r
+    mem_model: np.ndarray  # int64 (P,): model position of member Seq-(m, k)
+    mem_k: np.ndarray  # int64 (P,): its attempt count k
+    completed: np.ndarray  # bool (n,): node completed at the decision
+    parents_done: np.ndarray  # int64 (n,): completed parents of each node
+    inf_node: np.ndarray  # int64 (Q,): node of each in-flight batch
+    inf_model: np.ndarray  # int64 (Q,): its model position
+    inf_end: np.ndarray  # float64 (Q,): its known end time (max remaining latency)
+    inf_nrem: np.ndarray  # int64 (Q,): its attempts not yet finished (redrawn)
+    inf_already: np.ndarray  # bool (Q,): one of its finished attempts already succeeded
+    budget: float  # remaining budget b
+    horizon: float  # remaining time D - t
+    key: np.uint64  # the decision's key (run seed, DAG, trial, STREAM_PLANNER, decision index)
+    crn: bool  # common random numbers: the candidate is left out of the simulation key
+    prune: bool  # exact pruning (results unchanged; off only to test that)
+    max_steps: int  # batch ends a simulation may process; one more is a failure
+    per_attempt: bool = False  # simulate the per-attempt launch (execution-rule mode per_attempt) instead of atomic
+
+
+@njit(cache=True, nogil=True)
+def attempt_bounds(arr):
+    """Per (node, model): smallest possible charged cost and latency of one attempt.
+
+    Used to reject a batch that cannot fit before drawing it (k attempts cost
+    at least k x min charge): an exact shortcut, the outcome is a failure
+    whatever the draws.
+
+    Parameters
+    ----------
+    arr : DagArrays
+        The planning statistics of the DAG (n nodes, m models).
+
+    Returns
+    -------
+    min_charge : float64 (n, m)
+        Smallest charge of one attempt in the cost mode (+inf if unavailable).
+    min_lat : float64 (n, m)
+        Smallest latency of one attempt (+inf if unavailable); for parametric
+        draws the 1e-3 floor of :func:`~simulator.engine.loop.sample_latency`
+        (the mean itself when the latency is deterministic).
+    """
+    n, m = arr.n, arr.m
+    min_charge = np.empty((n, m), dtype=np.float64)  # np.empty + fill: the allocation forms the engine compiles
+    min_charge[:, :] = np.inf
+    min_lat = np.empty((n, m), dtype=np.float64)
+    min_lat[:, :] = np.inf
+    for v in range(n):
+        for j in range(m):
+            if not arr.available[v, j]:
+                continue
+            k = v * m + j
+            lo, hi = arr.row_ptr[k], arr.row_ptr[k + 1]
+            if hi > lo:
+                mc = np.inf
+                ml = np.inf
+                for r in range(lo, hi):
+                    c = arr.row_lat[r] if arr.charge_is_latency else arr.row_charge[r]
+                    if c < mc:
+                        mc = c
+                    if arr.row_lat[r] < ml:
+                        ml = arr.row_lat[r]
+            else:
+                mean, std = arr.lat_mean[v, j], arr.lat_std[v, j]
+                if std <= 0.0 or mean <= 0.0:
+                    ml = max(mean, 1e-3)
+                else:
+                    ml = 1e-3
+                mc = ml if arr.charge_is_latency else arr.tmpl_charge[v, j]
+            min_charge[v, j] = mc
+            min_lat[v, j] = ml
+    return min_charge, min_lat
+
+
+def child_tails(arr, min_lat: np.ndarray) -> np.ndarray:
+    """(n, m): per model j, the longest path of min latencies strictly below node v.
+
+    ``tail[v, j] = min_lat[v, j] + max over children of tail``; ``child_tail``
+    is the max over v's children (0 for a sink). A batch of v ending at e
+    cannot let the DAG complete before ``e + child_tail[v, j]`` when the rest
+    is run with model j (inf when a descendant lacks model j).
+
+    Parameters
+    ----------
+    arr : DagArrays
+        The DAG (its child lists and topological order are used).
+    min_lat : float64 (n, m)
+        Smallest latency of one attempt, from :func:`attempt_bounds`.
+
+    Returns
+    -------
+    child_tail : float64 (n, m)
+    """
+    from simulator.pools.graph import topological_order
+
+    order = topological_order(arr.parent_ptr, arr.parent_idx, arr.child_ptr, arr.child_idx)
+    tail = np.zeros((arr.n, arr.m))
+    child = np.zeros((arr.n, arr.m))
+    for v in reversed(order):
+        for e in range(arr.child_ptr[v], arr.child_ptr[v + 1]):
+            child[v] = np.maximum(child[v], tail[arr.child_idx[e]])
+        tail[v] = min_lat[v] + child[v]
+    return child
+
+
+#: parametric latency laws of :func:`latency_params` (after the std/mean checks of sample_latency)
+LAT_FIXED, LAT_LOGNORMAL, LAT_GAMMA, LAT_GAUSSIAN = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def latency_params(lat_dist, lat_mean, lat_std):
+    """Per (node, model): the law and two constants of :func:`~simulator.engine.loop.sample_latency`.
+
+    ``sample_latency`` recomputes from (mean, std) at every draw what does not
+    depend on the draw (two logarithms, a square root, divisions); the kernel
+    draws from these constants instead, with the same operations in the same
+    order, so every latency is bit-identical (a test checks it on all laws).
+
+    Returns
+    -------
+    kind : int64 (n, m)
+        LAT_FIXED (c0 = the latency), LAT_LOGNORMAL (exp(c0 + c1 z)), LAT_GAMMA
+        (gamma(shape c0) x c1) or LAT_GAUSSIAN (c0 + c1 z); every draw is then
+        floored at 1e-3, as in ``sample_latency``.
+    c0, c1 : float64 (n, m)
+    """
+    n, m = lat_mean.shape
+    kind = np.empty((n, m), dtype=np.int64)  # np.empty + fill: the allocation forms the engine compiles
+    kind[:, :] = 0
+    c0 = np.empty((n, m), dtype=np.float64)
+    c0[:, :] = 0.0
+    c1 = np.empty((n, m), dtype=np.float64)
+    c1[:, :] = 0.0
+    for v in range(n):
+        for j in range(m):
+            mean, std = lat_mean[v, j], lat_std[v, j]
+            if std <= 0.0 or mean <= 0.0 or std / mean < CV_MIN:
+                kind[v, j] = LAT_FIXED
+                c0[v, j] = max(mean, 1e-3)
+                continue
+            if std / mean > CV_MAX:
+                std = mean * CV_MAX
+            if lat_dist == 0:
+                s2 = np.log(1.0 + (std / mean) ** 2)
+                kind[v, j] = LAT_LOGNORMAL
+                c0[v, j] = np.log(mean) - 0.5 * s2
+                c1[v, j] = np.sqrt(s2)
+            elif lat_dist == 1:
+                kind[v, j] = LAT_GAMMA
+                c0[v, j] = (mean / std) ** 2
+                c1[v, j] = std * std / mean
+            else:
+                kind[v, j] = LAT_GAUSSIAN
+                c0[v, j] = mean
+                c1[v, j] = std
+    return kind, c0, c1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _latency(kind, c0, c1, key):
+    """A parametric latency from :func:`latency_params` (uniforms 1.. of ``key``, as ``sample_latency``)."""
+    if kind == LAT_FIXED:
+        return c0
+    if kind == LAT_LOGNORMAL:
+        x = np.exp(c0 + c1 * normal(key, 1))
+    elif kind == LAT_GAMMA:
+        x = gamma_draw(key, 1, c0) * c1
+    else:
+        x = c0 + c1 * normal(key, 1)
+    return max(x, 1e-3)
+
+
+def plan_bounds(arr) -> PlanBounds:
+    """The pruning bounds and parametric latency constants of a DAG's planning statistics (once per episode)."""
+    min_charge, min_lat = attempt_bounds(arr)
+    kind, c0, c1 = latency_params(arr.lat_dist, arr.lat_mean, arr.lat_std)
+    return PlanBounds(min_charge, min_lat, child_tails(arr, min_lat), kind, c0, c1)
+
+
+@compiled_only
+def _batch_key(sim_key, v, b):
+    """Key of batch number b of node v inside a simulation."""
+    return fold(sim_key, v * _BATCH_SHIFT + b)
+
+
+@compiled_only
+def _row_of(key, lo, hi):
+    """Row drawn by an attempt of key ``key`` among rows lo..hi-1 (uniform with replacement)."""
+    return lo + randint(key, 0, hi - lo)
+
+
+@compiled_only
+def _parametric(key, p, mean, std, lat_dist):
+    """(success, latency) of a parametric attempt of key ``key`` (template p, mean, std)."""
+    return uniform(key, 0) < p, _sample_latency(lat_dist, mean, std, key, 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl_charge, m, lat_dist, cil, v, j, key):
+    """:func:`simulator.engine.loop.draw_attempt` on unpacked arrays (bit-identical results).
+
+    The kernel's simulation loop writes this draw out in place from the same
+    scalar pieces (:func:`_row_of`, :func:`_parametric`): an inlined call
+    that takes arrays costs an atomic reference-count update per array and
+    per call, which was most of a simulation's time. A test checks equality
+    of this function with ``draw_attempt`` on rows and parametric draws.
+
+    Parameters
+    ----------
+    row_ptr : int64 (n*m+1,)
+        Rows of (node v, model j) are ``row_ptr[v*m+j] : row_ptr[v*m+j+1]``.
+    row_lat, row_succ, row_charge : float64, bool, float64 (R,)
+        The empirical rows (``DagArrays.row_*``).
+    p, lat_mean, lat_std, tmpl_charge : float64 (n, m)
+        The template (``DagArrays``; used when (v, j) has no rows).
+    m : int
+        Number of models.
+    lat_dist : int
+        Parametric latency law (0 lognormal, 1 gamma, 2 gaussian).
+    cil : bool
+        ``charge_is_latency``: an attempt is charged its latency.
+    v, j : int
+        Node and model positions.
+    key : uint64
+        The attempt's key.
+
+    Returns
+    -------
+    latency : float64
+    success : bool
+    charge : float64
+    """
+    k = v * m + j
+    lo = row_ptr[k]
+    hi = row_ptr[k + 1]
+    if hi > lo:
+        r = _row_of(key, lo, hi)
+        lat = row_lat[r]
+        succ = row_succ[r]
+        charge = row_charge[r]
+    else:
+        succ, lat = _parametric(key, p[v, j], lat_mean[v, j], lat_std[v, j], lat_dist)
+        charge = tmpl_charge[v, j]
+    return lat, succ, charge_of_draw(cil, charge, lat)
+
+
+@compiled_only
+def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy):
+    """Pair-level exact pruning: is every simulation of this pair certainly a failure?
+
+    Every node neither completed nor busy (ready or in flight) still needs a
+    first member batch costing at least ``mem_k`` x its min charge; the
+    candidate's batches cost at least count x min charge; a batch ending at e
+    leaves at least ``child_tail`` before the DAG can complete.
+
+    Parameters
+    ----------
+    available : bool (n, m)
+    bounds : PlanBounds
+    dec : DecisionState
+    act_model, act_count : int64 (R,)
+        The candidate's model and count per ready node (``dec.cand_*[c]``).
+    mem_model, mem_k : int
+        The member Seq-(m, k).
+    busy : bool (n,)
+        Node ready or in flight at the decision.
+
+    Returns
+    -------
+    fails : bool
+    need0 : float
+        Least cost of the first member batches of the nodes not yet launched
+        (the ``need`` the simulations start from).
+    """
+    min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
+    ready, completed0 = dec.ready, dec.completed
+    need0 = 0.0
+    for v in range(completed0.shape[0]):
+        if not completed0[v] and not busy[v]:
+            if not available[v, mem_model]:
+                return True, need0
+            need0 += mem_k * min_charge[v, mem_model]
+    first = 0.0
+    for r in range(ready.shape[0]):
+        v = ready[r]
+        first += act_count[r] * min_charge[v, act_model[r]]
+        if min_lat[v, act_model[r]] + child_tail[v, mem_model] > dec.horizon:
+            return True, need0
+    if first + need0 > dec.budget:
+        return True, need0
+    for q in range(dec.inf_node.shape[0]):
+        if dec.inf_end[q] + child_tail[dec.inf_node[q], mem_model] > dec.horizon:
+            return True, need0
+    return False, need0
+
+
+@compiled_only
+def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
+    """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
+
+    One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
+    the candidate is launched atomically over the ready nodes; then at every
+    batch end (:func:`~simulator.engine.loop.pop_earliest`, as in the engine) the
+    member launches (model, k) on the nodes that became ready (the failed
+    node, or children just unlocked: every other ready node was launched
+    before), with the same atomic rule. Success = every node completed when
+    the loop checks, before ``t >= horizon`` (finishing exactly at the
+    deadline counts, as in ``engine.advance``).
+
+    With ``dec.prune``, simulations (or the whole pair,
+    :func:`_pair_fails_surely`) stop as soon as failure is certain, which
+    never changes a result: every node not yet launched still needs a member
+    batch costing >= k x its min charge (``need``), and a batch ending at e
+    leaves at least ``child_tail`` before the DAG can complete.
+
+    Parameters
+    ----------
+    arr : DagArrays
+        Planning statistics of the DAG (n nodes, m models).
+    bounds : PlanBounds
+        The episode's pruning bounds, float64 (n, m) each.
+    dec : DecisionState
+        The decision (times relative to it: deadline = ``dec.horizon``).
+    c : int
+        Candidate index (row of ``dec.cand_model`` / ``dec.cand_count``).
+    pm : int
+        Member index (into ``dec.mem_model`` / ``dec.mem_k``).
+    s_lo, s_hi : int
+        Simulation indices to run (keys ``fold(pair_key, s)``; successive
+        halving runs a pair in several slices).
+
+    Returns
+    -------
+    wins : int
+        Number of successful simulations.
+    """
+    # unpack once: reading tuple fields inside the loops costs a reference-count update each
+    row_ptr, row_lat, row_succ, row_charge = arr.row_ptr, arr.row_lat, arr.row_succ, arr.row_charge
+    p, tmpl_charge = arr.p, arr.tmpl_charge
+    m, cil = arr.m, arr.charge_is_latency
+    available, child_ptr, child_idx, parent_ptr = arr.available, arr.child_ptr, arr.child_idx, arr.parent_ptr
+    min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
+    lat_kind, lat_c0, lat_c1 = bounds.lat_kind, bounds.lat_c0, bounds.lat_c1
+    ready, completed0, parents_done0 = dec.ready, dec.completed, dec.parents_done
+    inf_node, inf_model, inf_end = dec.inf_node, dec.inf_model, dec.inf_end
+    inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
+    budget, horizon, prune, max_steps = dec.budget, dec.horizon, dec.prune, dec.max_steps
+    per_attempt = dec.per_attempt
+    act_model = dec.cand_model[c]  # (R,) the candidate's model per ready node
+    act_count = dec.cand_count[c]
+    mem_model = dec.mem_model[pm]
+    mem_k = dec.mem_k[pm]
+    pair_key = fold(fold(dec.key, CRN_CANDIDATE if dec.crn else c), pm)
+
+    n = completed0.shape[0]
+    R = ready.shape[0]
+    busy = np.empty(n, dtype=np.bool_)  # ready or in flight at the decision
+    busy[:] = False
+    for r in range(R):
+        busy[ready[r]] = True
+    for q in range(inf_node.shape[0]):
+        busy[inf_node[q]] = True
+    need0 = 0.0
+    if prune:
+        fails, need0 = _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy)
+        if fails:
+            return 0
+    # per-simulation state (scratch, reset at every simulation)
+    completed = np.empty(n, dtype=np.bool_)
+    parents_done = np.empty(n, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)  # nodes with a batch in flight (queue[:nq])
+    batch_end = np.empty(n, dtype=np.float64)  # end time of the node's batch in flight
+    batch_succ = np.empty(n, dtype=np.bool_)
+    batch_no = np.empty(n, dtype=np.int64)  # next batch number of the node (its key)
+    new_ready = np.empty(n, dtype=np.int64)
+    n_completed0 = 0
+    for v in range(n):
+        if completed0[v]:
+            n_completed0 += 1
+    n_par = np.empty(n, dtype=np.int64)
+    for v in range(n):
+        n_par[v] = parent_ptr[v + 1] - parent_ptr[v]
+    # No inlined call below takes an array: each would cost an atomic
+    # reference-count update per array and per call (see draw_flat).
+    wins = 0
+    for s_idx in range(s_lo, s_hi):
+        sim_key = fold(pair_key, s_idx)
+        n_completed = n_completed0
+        for v in range(n):
+            completed[v] = completed0[v]
+            parents_done[v] = parents_done0[v]
+            batch_no[v] = 1
+        # the in-flight batches: known end; success redrawn per unfinished attempt
+        # as Bernoulli(p) (key: batch 0 of the node) unless one already succeeded
+        nq = 0
+        for q in range(inf_node.shape[0]):
+            v = inf_node[q]
+            sq = inf_already[q]
+            if not sq:
+                pv = p[v, inf_model[q]]
+                ikey = _batch_key(sim_key, v, 0)
+                for a in range(inf_nrem[q]):
+                    if uniform(ikey, a) < pv:
+                        sq = True
+                        break
+            batch_end[v] = inf_end[q]
+            batch_succ[v] = sq
+            queue[nq] = v
+            nq += 1
+        t = 0.0
+        budget_left = budget
+        need = need0  # least cost of the first batches of the nodes not launched yet
+        steps = 0
+        first = True  # the candidate action (atomic launch over every ready node), then the member's
+        n_new = R
+        while True:
+            if first or (n_completed < n and t < horizon and n_new > 0):
+                # a decision: the candidate's batches, later (mem_model, mem_k) on every node that
+                # became ready (the failed node, or children just unlocked), atomic launch
+                cost = 0.0
+                alive = True
+                room_t = horizon - t
+                for r in range(n_new):
+                    if first:
+                        u = ready[r]
+                        j = act_model[r]
+                        k = act_count[r]
+                    else:
+                        u = new_ready[r]
+                        j = mem_model
+                        k = mem_k
+                        if not available[u, j]:
+                            alive = False
+                            break
+                    # draw a batch of k attempts of u with model j (see draw_flat): not feasible when
+                    # a latency exceeds room_t or the cost the budget left; rejected before any draw
+                    # when even the cheapest, fastest attempts cannot fit. Attempt a uses the key
+                    # bkey + a * golden (a Weyl sequence, one mixing round per uniform).
+                    room_b = budget_left - cost
+                    if min_lat[u, j] > room_t or (1 if per_attempt else k) * min_charge[u, j] > room_b:
+                        alive = False
+                        break
+                    bkey = _batch_key(sim_key, u, batch_no[u])
+                    kr = u * m + j
+                    lo = row_ptr[kr]
+                    hi = row_ptr[kr + 1]
+                    end = 0.0
+                    cb = 0.0
+                    sb = False
+                    for a in range(k):
+                        akey = bkey + uint64(a) * _GOLDEN
+                        if hi > lo:
+                            ri = _row_of(akey, lo, hi)
+                            lat = row_lat[ri]
+                            sa = row_succ[ri]
+                            ch = row_charge[ri]
+                        else:
+                            sa = uniform(akey, 0) < p[u, j]  # as _parametric, from the precomputed constants
+                            lat = _latency(lat_kind[u, j], lat_c0[u, j], lat_c1[u, j], akey)
+                            ch = tmpl_charge[u, j]
+                        ch = charge_of_draw(cil, ch, lat)
+                        if per_attempt and cb + ch > room_b:  # refused: the attempts launched so far are the batch
+                            if a == 0:
+                                alive = False
+                            break
+                        if lat > room_t:
+                            alive = False
+                            break
+                        cb += ch
+                        if cb > room_b:
+                            alive = False
+                            break
+                        if lat > end:
+                            end = lat
+                        sb = sb or sa
+                    if not alive or (prune and t + end + child_tail[u, mem_model] > horizon):
+                        alive = False
+                        break
+                    if prune and batch_no[u] == 1 and not busy[u]:
+                        need -= mem_k * min_charge[u, mem_model]  # first launch of a node counted in need
+                    cost += cb
+                    batch_no[u] += 1
+                    batch_end[u] = t + end
+                    batch_succ[u] = sb
+                    queue[nq] = u
+                    nq += 1
+                if not alive:
+                    break
+                budget_left -= cost
+                if prune and budget_left < need:
+                    break
+                first = False
+            if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)
+                wins += 1
+                break
+            if t >= horizon:
+                break
+            if nq == 0:
+                break
+            # the next batch end (simulator.engine.loop.pop_earliest, written out: ties to the lower node)
+            best = 0
+            for q in range(1, nq):
+                uq = queue[q]
+                wq = queue[best]
+                if batch_end[uq] < batch_end[wq] or (batch_end[uq] == batch_end[wq] and uq < wq):
+                    best = q
+            v = queue[best]
+            if batch_end[v] > horizon:  # the earliest batch ends after the deadline
+                break
+            queue[best] = queue[nq - 1]
+            nq -= 1
+            t = batch_end[v]
+            steps += 1
+            if steps > max_steps:
+                break
+            n_new = 0
+            if batch_succ[v]:
+                completed[v] = True
+                n_completed += 1
+                for e in range(child_ptr[v], child_ptr[v + 1]):
+                    u = child_idx[e]
+                    parents_done[u] += 1
+                    if parents_done[u] == n_par[u]:
+                        new_ready[n_new] = u
+                        n_new += 1
+            else:
+                new_ready[n_new] = v
+                n_new += 1
+    return wins
+
+
+def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threads=None) -> None:
+    """Simulations s_lo..s_hi-1 of every listed (candidate, member) pair, over threads.
+
+    The key of a simulation folds into ``dec.key`` the candidate (or
+    ``CRN_CANDIDATE``), the member and the sample index, so the result is the
+    same for any thread count.
+
+    Parameters
+    ----------
+    arr : DagArrays
+        Planning statistics of the DAG.
+    bounds : PlanBounds
+        The episode's pruning bounds.
+    dec : DecisionState
+        The decision.
+    pair_cand, pair_mem : int64 (N,)
+        Candidate and member index of each pair to evaluate.
+    s_lo, s_hi : int
+        Simulation indices to run for every pair.
+    out_wins : int64 (N,)
+        Output: ``out_wins[i]`` = successful simulations of pair i.
+    threads : int, optional
+        Threads to use (default: numba's thread setting, :func:`simulator.base.threads.thread_count`).
+    """
+
+    def chunk(lo: int, hi: int) -> None:
+        run_pairs_serial(arr, bounds, dec, pair_cand[lo:hi], pair_mem[lo:hi], s_lo, s_hi, out_wins[lo:hi])
+
+    run_chunked(chunk, pair_cand.shape[0], threads)
+
+
+@njit(cache=True, nogil=True)
+def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
+    """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
+    for i in range(pair_cand.shape[0]):
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi)
