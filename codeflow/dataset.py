@@ -232,18 +232,35 @@ def _problem_from_json(raw: object, path: str, pos: int) -> Problem:
     )
 
 
-def load_problems(path: str | Path = DEFAULT_DATASET) -> list[Problem]:
-    """Load and validate CodeFlowBench-Repo; raises PoolError naming problem and node."""
+def read_json_list(path: str | Path, what: str = "dataset file") -> list:
+    """The top-level JSON list of ``path``; one-line errors for a missing, unreadable,
+    invalid or non-list file (shared by the Repo and Comp loaders and the Comp tools)."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"{path}: dataset file not found") from None
+        raise UserError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: {what} is a directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the {what} ({exc})") from None
     except json.JSONDecodeError as exc:
         raise PoolError(f"not valid JSON ({exc})", path=str(path)) from None
     if not isinstance(raw, list):
-        raise PoolError("expected a list of problems", path=str(path))
-    problems = [_problem_from_json(p, str(path), i) for i, p in enumerate(raw)]
+        kind = {dict: "object", str: "string", bool: "boolean", type(None): "null"}.get(
+            type(raw), "number")
+        raise PoolError(f"expected a list of problems, got a JSON {kind}", path=str(path))
+    return raw
+
+
+def load_problems(path: str | Path = DEFAULT_DATASET) -> list[Problem]:
+    """Load and validate CodeFlowBench-Repo; raises PoolError naming problem and node."""
+    raw = read_json_list(path)
+    return number_problems([_problem_from_json(p, str(path), i) for i, p in enumerate(raw)])
+
+
+def number_problems(problems: list[Problem]) -> list[Problem]:
+    """Set ``source_index`` (file position) and make repeated ids unique with ``__2``, ``__3``..."""
     seen: dict[str, int] = {}
     for i, p in enumerate(problems):
         p.source_index = i

@@ -63,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -370,14 +371,18 @@ def _run_once(job: dict, limits: SandboxLimits, isolation: str, n_remaining: int
 
 CHILD_FAILURES = ("runtime_error", "memory", "blocked", "bad_test")
 
+#: ``judge(event, expected, workdir, cache) -> (status, detail, got)`` of one returned test.
+Judge = Callable[[dict, str, str, dict], tuple[str, "str | None", "str | None"]]
 
-def _outcome(i: int, event: dict, expected: str, workdir: str, cache: dict) -> TestOutcome:
+
+def _outcome(i: int, event: dict, expected: str, workdir: str, cache: dict,
+             judge_fn: Judge = judge) -> TestOutcome:
     """The verdict of one test, decided here from what the child reported."""
     status = event.get("status")
     detail = event.get("detail")
     detail = str(detail)[:1000] if detail is not None else None
     if status == "returned":
-        verdict, why, got = judge(event, expected, workdir, cache)
+        verdict, why, got = judge_fn(event, expected, workdir, cache)
         return TestOutcome(i, verdict, why, got)
     if status in CHILD_FAILURES:  # a failure the program reports about itself
         return TestOutcome(i, status, detail)
@@ -385,11 +390,16 @@ def _outcome(i: int, event: dict, expected: str, workdir: str, cache: dict) -> T
 
 
 def run_tests(segments: list[dict], func_name: str, tests: list[dict],
-              limits: SandboxLimits | None = None) -> SandboxRun:
+              limits: SandboxLimits | None = None, *, judge_fn: Judge = judge,
+              job_options: dict | None = None) -> SandboxRun:
     """Load ``segments`` (``{name, kind, code}``; kind ``prelude``, ``dependency`` or
     ``solution``) into one module and call ``func_name`` on every test
     (``{input, output}``). A test that hangs or kills the process is charged
-    alone: a fresh process continues with the following test."""
+    alone: a fresh process continues with the following test.
+
+    ``judge_fn`` decides a returned test (default: the CodeFlowBench-Repo rule
+    of ``compare.py``); ``job_options`` are extra job keys for the child
+    (``capture``, ``print_result``, ``stdin``: see ``sandbox_runner.py``)."""
     limits = limits or SandboxLimits()
     isolation = resolve_isolation(limits.isolation)
     t0 = time.perf_counter()
@@ -401,8 +411,8 @@ def run_tests(segments: list[dict], func_name: str, tests: list[dict],
     max_line = max(1024, int(limits.max_line_bytes) - 1024)
     cache: dict = {}
     while True:
-        job = {"segments": segments, "func_name": func_name, "inputs": inputs, "start": start,
-               "max_line": max_line}
+        job = {**(job_options or {}), "segments": segments, "func_name": func_name,
+               "inputs": inputs, "start": start, "max_line": max_line}
         events, end, rc, running, workdir = _run_once(job, limits, isolation, len(tests) - start)
         processes += 1
         loaded = next((e for e in events if e["ev"] == "loaded"), None)
@@ -425,7 +435,7 @@ def run_tests(segments: list[dict], func_name: str, tests: list[dict],
         for e in events:
             if e["ev"] == "result":
                 i = int(e["i"])
-                outcomes[i] = _outcome(i, e, tests[i]["output"], workdir, cache)
+                outcomes[i] = _outcome(i, e, tests[i]["output"], workdir, cache, judge_fn)
         if end == "done":
             break
         if running is None:

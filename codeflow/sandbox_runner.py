@@ -17,6 +17,16 @@ module and then each test from ``start``, emitting one JSON line per event::
     {"ev": "result", "i": 3, "status": "runtime_error|memory|blocked|bad_test", "detail": "..."}
     {"ev": "done"}
 
+With ``"capture": true`` (the CodeFlow-Comp judging, ``codeflow/comp_judge.py``)
+the program's standard output is what is reported instead of the return value:
+loading runs with ``sys.stdout`` pointed at a bounded in-memory buffer (and
+``sys.stdin`` reading the job's ``stdin`` text, also on file descriptor 0),
+each test starts from the text printed while loading, the function is
+called, its result is printed when ``print_result`` is set (``print(f(...))``),
+``sys.exit(0)`` inside the call ends it normally, and the ``returned`` event
+carries the printed text as a string (plus ``stdout_overflow`` and the
+SHA-256 of the stripped text, for texts longer than the reported part).
+
 There is no verdict here: the parent compares the returned value with the
 expected output (``codeflow/compare.py``). Code running in this process can
 rewrite anything in it, so nothing it says is trusted beyond "this is what
@@ -24,6 +34,8 @@ the program produced".
 """
 
 import errno
+import hashlib
+import io
 import json
 import math
 import os
@@ -33,6 +45,7 @@ import sys
 import types
 
 MAX_TEXT = 600
+MAX_CAPTURE = 8 * 1024 * 1024  # bytes of standard output kept per test in capture mode
 BLOCKED_ERRNOS = {errno.ENETUNREACH, errno.EROFS, errno.EACCES, errno.EPERM, errno.EAFNOSUPPORT,
                   errno.EHOSTUNREACH}
 
@@ -314,6 +327,84 @@ def _fit(line_obj, max_line):
     return line
 
 
+class _BoundedBytes(io.BytesIO):
+    """In-memory stdout of capture mode: keeps the first MAX_CAPTURE bytes, cannot be closed."""
+
+    overflow = False
+
+    def write(self, b):
+        n = len(b)
+        room = MAX_CAPTURE - self.tell()
+        if n > room:
+            self.overflow = True
+            b = bytes(b)[:max(0, room)]
+        if b:
+            super().write(b)
+        return n
+
+    def close(self):  # the user's code may close sys.stdout; the text stays readable
+        pass
+
+
+def _new_capture(prefix):
+    raw = _BoundedBytes()
+    out = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n",
+                           write_through=True)
+    if prefix:
+        out.write(prefix)
+    return out, raw
+
+
+def _captured(out, raw):
+    try:
+        out.flush()
+    except BaseException:
+        pass
+    return raw.getvalue().decode("utf-8", "replace")
+
+
+def _feed_stdin(text, workdir):
+    """Point sys.stdin and file descriptor 0 at ``text`` (an unlinked file in the workdir)."""
+    path = os.path.join(workdir, ".stdin")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    fd = os.open(path, os.O_RDONLY)
+    os.unlink(path)
+    os.dup2(fd, 0)
+    os.close(fd)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - lives with the process
+
+
+def _captured_event(i, text, overflow):
+    ev = {"ev": "result", "i": i, "status": "returned"}
+    ev.update(_describe_result(text))
+    ev["stdout_overflow"] = bool(overflow)
+    ev["stripped_sha256"] = hashlib.sha256(text.strip().encode("utf-8", "replace")).hexdigest()
+    return ev
+
+
+def _call_captured(fn, args, kwargs, i, load_text, print_result):
+    """Capture mode: the text a script would print (load output, the call, its printed result)."""
+    real_stdout = sys.stdout
+    out, raw = _new_capture(load_text)
+    sys.stdout = out
+    try:
+        try:
+            result = fn(*args, **kwargs)
+        except SystemExit as exc:  # sys.exit(0) after printing the answer is a normal end
+            if exc.code not in (None, 0):
+                return {"ev": "result", "i": i, "status": "runtime_error",
+                        "detail": _short(f"SystemExit: {exc.code!r}")}
+        else:
+            if print_result:
+                print(result)
+    except BaseException as exc:
+        return {"ev": "result", "i": i, "status": _classify(exc), "detail": _describe(exc)}
+    finally:
+        sys.stdout = real_stdout
+    return _captured_event(i, _captured(out, raw), raw.overflow)
+
+
 def main():
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -334,8 +425,16 @@ def main():
     workdir = os.getcwd()
     inputs = job["inputs"]
     repr_ns = _repr_namespace(inputs)
+    capture = bool(job.get("capture"))
+    if capture and job.get("stdin") is not None:
+        _feed_stdin(str(job["stdin"]), workdir)
     if job.get("guard"):
         _install_guards(workdir)
+    real_stdout = sys.stdout
+    load_out = load_raw = None
+    if capture:
+        load_out, load_raw = _new_capture("")
+        sys.stdout = load_out
 
     module = types.ModuleType("solution")
     module.__dict__["__builtins__"] = __builtins__
@@ -365,6 +464,10 @@ def main():
             emit({"ev": "loaded", "ok": False, "reason": reason,
                   "detail": f"{seg.get('name')}: {_describe(exc)}"})
             return
+    load_text = ""
+    if capture:
+        sys.stdout = real_stdout
+        load_text = _captured(load_out, load_raw)
     fn = module.__dict__.get(job["func_name"])
     if not callable(fn):
         emit({"ev": "loaded", "ok": False, "reason": "missing_function",
@@ -383,6 +486,9 @@ def main():
         except BaseException as exc:
             emit({"ev": "result", "i": i, "status": "bad_test",
                   "detail": "test input cannot be evaluated: " + _describe(exc)})
+            continue
+        if capture:
+            emit(_call_captured(fn, args, kwargs, i, load_text, bool(job.get("print_result"))))
             continue
         try:
             result = fn(*args, **kwargs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from codeflow.dataset import Problem
-from codeflow.sandbox import SandboxLimits, run_tests
+from codeflow.sandbox import SandboxLimits, SandboxRun, run_tests
 
 # Statuses a test or a whole program can end with, most informative first.
 PROGRAM_REASONS = ("no_code", "syntax_error", "dependency_error", "load_error", "load_timeout",
@@ -82,6 +82,11 @@ def verify_code(problem: Problem, name: str, code: str | None,
         return Verdict(False, 0.0, n, 0, 0.0, "no_code", "no code found in the model output",
                        ["no_code"] * n, "none")
     run = run_tests(build_segments(problem, name, code, dependency_code), name, tests, limits)
+    return verdict_from_run(run, n)
+
+
+def verdict_from_run(run: SandboxRun, n: int) -> Verdict:
+    """The verdict of a sandbox run over ``n`` tests (reason: load failure, else first failure)."""
     statuses = [o.status for o in run.outcomes]
     n_passed = sum(s == "pass" for s in statuses)
     success = n > 0 and n_passed == n
