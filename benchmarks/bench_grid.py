@@ -89,15 +89,22 @@ def run_grid(tree: str, results: str, cache: str, pool: str, trials: int) -> flo
 #: run in each tree (cwd = the tree): µs/simulation of the faithful first decision and a digest of all pair wins
 FAITHFUL_SCRIPT = r"""
 import hashlib, json, sys, time
-sys.path.insert(0, ".")
 import numba
 numba.set_num_threads(1)
-import simulator.mcpp.policy as mpp
-from simulator.costs.arrays import CostSetting, dag_arrays
-from simulator.mcpp.policy import MCPortfolioPolicy
-from simulator.costs.nominal import nominal_budget, nominal_deadline
-from simulator.pools.pool import pool_from_objects
-from simulator.engine.testing import MODELS4, first_view, layered_dag
+# `python -c` in the tree puts the tree first on the module path; trees before the layer folders use flat modules
+try:
+    import simulator.mcpp.policy as mpp
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+    from simulator.pools.pool import pool_from_objects
+    from simulator.engine.testing import MODELS4, first_view, layered_dag
+except ImportError:
+    import simulator.mc_portfolio_policy as mpp
+    from simulator.arrays import CostSetting, dag_arrays
+    from simulator.nominal import nominal_budget, nominal_deadline
+    from simulator.pool import pool_from_objects
+    from simulator.testing import MODELS4, first_view, layered_dag
+MCPortfolioPolicy = mpp.MCPortfolioPolicy
 n, cap, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 arr = dag_arrays(pool_from_objects([layered_dag(7, n_nodes=n, width=4, models=MODELS4)]), 0, CostSetting())
 pol = MCPortfolioPolicy({"max_candidate_actions": cap, "M": 8})

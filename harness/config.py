@@ -24,7 +24,7 @@ from simulator.base.settings import check_mcpp_model_names
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.charges import load_price_table
 from simulator.costs.nominal import nominal_budget, nominal_deadline
-from simulator.methods import uses_planning, uses_settings
+from simulator.methods import method_spec, uses_planning, uses_settings
 from simulator.pools.pool import Pool, load_index_file, load_pool
 
 from . import variables
@@ -275,21 +275,20 @@ def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
                 f"PLANNING_POOL_PATH {cfg.planning['pool']}: {len(planning_pool)} DAGs, but the execution pool "
                 f"has {cfg.pool_rows}; the planning pool must be aligned row by row"
             )
-    mcpp_policy = None
-    if uses_settings(cfg.methods, "mcpp") and cfg.mcpp.get("model_ids"):
-        from simulator.mcpp.policy import MCPortfolioPolicy
-
-        mcpp_policy = MCPortfolioPolicy(cfg.mcpp)
+    dag_checks = []  # each method's own refusal of a DAG (e.g. MCPP's portfolio models), with its run parameters
+    for method in cfg.methods:
+        spec = method_spec(method)
+        if spec.check_dag is not None:
+            dag_checks.append((spec.check_dag, spec.run_params(getattr(cfg, spec.settings_key) if spec.settings_key else {})))
     for i in range(len(pool)):
         st = pool[i]
         where = f"DAG {st.index} (problem {st.problem_id!r}, {cfg.pool_path} line {st.line}): "
         arr = dag_arrays(pool, i, setting)
-        if mcpp_policy is not None:  # MC_PORTFOLIO_MODEL_IDS: the planner's own rule, checked before any work
-            mcpp_policy.dag_model_ids = st.model_ids
+        for check_dag, params in dag_checks:
             try:
-                mcpp_policy.model_positions(arr)
+                check_dag(params, st, arr)
             except ConfigError as exc:
-                raise ConfigError(f"{where}MC_PORTFOLIO_MODEL_IDS: {exc}") from None
+                raise ConfigError(f"{where}{exc}") from None
         for model in cfg.baseline_suite:
             if model not in st.model_ids:
                 raise ConfigError(f"{where}BASELINE_SUITE model {model!r} is not on this DAG ({list(st.model_ids)})")

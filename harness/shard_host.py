@@ -15,8 +15,10 @@ Protocol (one JSON object per line): the worker writes
 stdin; the host runs ``main(argv)`` of that ``run_shard.py`` in ``cwd`` with
 its stdout and stderr appended to ``log`` and answers ``{"rc": exit code}``
 on its own stdout. The host ends at end of input. Started as
-``python -c BOOT ROOT`` (:data:`BOOT`), so it imports the code of the tree
-whose ``run_shard.py`` the job lines name, as the job line itself would.
+``python -m harness.shard_host`` (:data:`COMMAND`) in ROOT, the directory of
+the job lines' ``run_shard.py``: ``-m`` puts that directory first on the
+module path, so the host imports the code of the tree the job lines name, as
+the job line itself would.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import os
 import sys
 import traceback
 
-#: the host's command: ``[python, "-c", BOOT, ROOT]`` (ROOT = the directory of the job lines' run_shard.py)
-BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from harness.shard_host import serve; serve()"
+#: the host's arguments after the interpreter, run with cwd = ROOT (the directory of the job lines' run_shard.py)
+COMMAND = ("-m", "harness.shard_host")
 
 
 def _load_main(script: str, cache: dict):
@@ -92,3 +94,7 @@ def serve() -> None:
             continue
         rc = run_request(json.loads(line), cache)
         answers.write(json.dumps({"rc": rc}) + "\n")
+
+
+if __name__ == "__main__":
+    serve()

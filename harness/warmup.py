@@ -50,8 +50,9 @@ GROUP_KERNELS: dict[str, tuple[str, ...]] = {
 }
 #: MCPP values that make the warm-up's decisions cheap (the types, hence the compiled code, are the run's)
 CHEAP_MCPP = {"M": 1, "max_candidate_actions": 8}
-#: the warm-up process: ``[python, "-c", BOOT, ROOT, RUN_DIR, GROUP]`` (ROOT = the tree of the job lines)
-BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from harness.warmup import child_main; sys.exit(child_main(sys.argv[2:]))"
+#: the warm-up process: ``[python, *COMMAND, RUN_DIR, GROUP]`` with cwd = ROOT (the tree of the job lines; ``-m``
+#: puts it first on the module path, so the warm-up compiles that tree's kernels)
+COMMAND = ("-m", "harness.warmup")
 
 
 def group_of_method(method: str, execution_rules: str) -> str:
@@ -93,7 +94,7 @@ def warm_up(
         "start (a few seconds, once per machine)")  # fmt: skip
     t0 = time.monotonic()
     procs = {
-        g: subprocess.Popen([python, "-c", BOOT, root, rd.path, g], env=env, cwd=root, stdin=subprocess.DEVNULL,
+        g: subprocess.Popen([python, *COMMAND, rd.path, g], env=env, cwd=root, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         for g in groups
     }
@@ -129,3 +130,7 @@ def child_main(argv: list[str]) -> int:
     pool, planning_pool = load_pools(spec, spec.dags)
     simulate_dag(pool, 0, spec, settings_of(spec), planning_pool, lambda n: None)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))

@@ -126,12 +126,12 @@ class ShardHost:
     """
 
     def __init__(self, python: str, script: str, env: dict) -> None:
-        from .shard_host import BOOT
+        from .shard_host import COMMAND
 
         root = os.path.dirname(script)
         self.key = (python, script, env.get("NUMBA_NUM_THREADS"))
         self.proc = subprocess.Popen(
-            [python, "-c", BOOT, root], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            [python, *COMMAND], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, cwd=root, preexec_fn=_set_pdeathsig,
         )  # fmt: skip
         self._buf = b""

@@ -13,6 +13,8 @@ import pytest
 
 from simulator.baselines.further.chernoff import (
     DeadlineParams,
+    DualInputs,
+    RoundingInputs,
     cost,
     dcost,
     dpsi,
@@ -30,8 +32,7 @@ from simulator.baselines.further.chernoff import (
     success_lower_bound,
     theta_grid,
 )
-from simulator.baselines.further.graph import topo_order
-from simulator.baselines.further.loader import alive_id_order
+from simulator.baselines.further.graph import remaining, topo_order
 from simulator.costs.arrays import CostSetting
 from tests.further_dags import CHAIN, DIAMOND, graph, inputs
 
@@ -117,16 +118,13 @@ def test_theta_grids_chain_money():
 def test_chain_largest_theta_solve_trace():
     g, t, p, k = _chain_money()
     alive = np.ones(3, bool)
-    ids, n_alive = alive_id_order(alive, g.node_ids)
-    order, count = topo_order(*_csr(g), alive)
+    rem = remaining(_csr(g), alive, g.node_ids)
     theta = 0.001109101388198
     plan = np.zeros(3)
     w = np.zeros(3)
     trace = np.full((25, 4), np.nan)
-    phi, status, its, beta = solve_theta(
-        *_csr(g), alive, ids, n_alive, order, count, theta, np.maximum(t, 1e-9), np.clip(1 - p, 1e-12, 1 - 1e-12),
-        k, np.zeros(3), 0.05, 25, 0.2, 1e-4, plan, w, trace,
-    )  # fmt: skip
+    inp = DualInputs(np.maximum(t, 1e-9), np.clip(1 - p, 1e-12, 1 - 1e-12), k, np.zeros(3), 0.05, 25, 0.2, 1e-4)
+    phi, status, its, beta = solve_theta(rem, inp, theta, plan, w, trace)
     assert status == 1 and its == 25  # does not converge: the 25-iteration cap fixes the result
     assert phi == pytest.approx(0.0666151429, abs=1e-10)
     assert beta == pytest.approx(0.0308, abs=5e-5)
@@ -295,8 +293,7 @@ def test_greedy_rounding_beyond_4096_combinations():
     """8 ready roots with plan 2.5 give choices {1, 2, 3}: 3^8 = 6561 > 4096, so greedy."""
     n = 8
     g = graph([[] for _ in range(n)])
-    alive = np.ones(n, bool)
-    order, count = topo_order(*_csr(g), alive)
+    rem = remaining(_csr(g), np.ones(n, bool), g.node_ids)
     ready = np.arange(n, dtype=np.int64)
     plan = np.full(n, 2.5)
     w = np.full(n, 0.125)
@@ -305,39 +302,38 @@ def test_greedy_rounding_beyond_4096_combinations():
     lat = np.full(n, 10.0)
     targets = np.zeros(n, dtype=np.int64)
     # one each (8), raise to floor 2 (8 more), then the first of the equal gains gets the last attempt
-    mode = round_receding(*_csr(g), alive, order, count, ready, n, plan, w, 0.01, lat, lat, q, kappa, kappa, 17.0, targets)
+    mode = round_receding(rem, RoundingInputs(ready, n, plan, w, 0.01, lat, lat, q, kappa, kappa, 17.0), targets)
     assert mode == 2
     assert tuple(targets) == (3, 2, 2, 2, 2, 2, 2, 2)
     targets[:] = 0
-    mode = round_receding(*_csr(g), alive, order, count, ready, n, plan, w, 0.01, lat, lat, q, kappa, kappa, 12.0, targets)
+    mode = round_receding(rem, RoundingInputs(ready, n, plan, w, 0.01, lat, lat, q, kappa, kappa, 12.0), targets)
     assert mode == 2 and tuple(targets) == (2, 2, 2, 2, 1, 1, 1, 1)
     plan7 = plan.copy()
     plan7[7] = 1.5  # 3^7 * 2 = 4374 > 4096: still greedy
     targets[:] = 0
-    assert round_receding(*_csr(g), alive, order, count, ready, n, plan7, w, 0.01, lat, lat, q, kappa, kappa, 100.0, targets) == 2
+    assert round_receding(rem, RoundingInputs(ready, n, plan7, w, 0.01, lat, lat, q, kappa, kappa, 100.0), targets) == 2
     plan6 = plan.copy()
     plan6[6:] = 1.5  # 3^6 * 4 = 2916 <= 4096: exact
     targets[:] = 0
-    assert round_receding(*_csr(g), alive, order, count, ready, n, plan6, w, 0.01, lat, lat, q, kappa, kappa, 100.0, targets) == 1
+    assert round_receding(rem, RoundingInputs(ready, n, plan6, w, 0.01, lat, lat, q, kappa, kappa, 100.0), targets) == 1
 
 
 def test_safety_fallback_counts_any_model():
     """All targets 0: the cheapest affordable ready node gets 1, if any model of a ready node fits."""
     n = 2
     g = graph([[], []])
-    alive = np.ones(n, bool)
-    order, count = topo_order(*_csr(g), alive)
+    rem = remaining(_csr(g), np.ones(n, bool), g.node_ids)
     ready = np.arange(n, dtype=np.int64)
     lat, q = np.full(n, 10.0), np.full(n, 0.5)
     kappa = np.array([3.0, 2.0])
     # plan 0 and a huge theta: every candidate with an attempt is unaffordable or infinite -> all zeros first
-    args = (*_csr(g), alive, order, count, ready, n, np.zeros(n), np.ones(n), 1.0, lat, lat, q, kappa)
+    args = (ready, n, np.zeros(n), np.ones(n), 1.0, lat, lat, q, kappa)
     t = np.zeros(n, dtype=np.int64)
-    round_receding(*args, kappa, 2.5, t)
+    round_receding(rem, RoundingInputs(*args, kappa, 2.5), t)
     assert tuple(t) == (0, 1)  # need_one false (5 > 2.5); node 1 (2.0) fits: the fallback starts it
     t[:] = 0
-    round_receding(*args, np.array([3.0, 2.0]), 1.5, t)
+    round_receding(rem, RoundingInputs(*args, np.array([3.0, 2.0]), 1.5), t)
     assert tuple(t) == (0, 0)  # nothing fits: no fallback
     t[:] = 0
-    round_receding(*args, np.array([1.0, 2.0]), 1.5, t)
+    round_receding(rem, RoundingInputs(*args, np.array([1.0, 2.0]), 1.5), t)
     assert tuple(t) == (0, 0)  # another model of node 0 fits (check passes), but no legacy kappa does

@@ -91,7 +91,7 @@ def test_a_set_blas_thread_count_is_kept(tmp_path, monkeypatch):
 
 
 def test_a_host_that_dies_costs_no_attempt(tmp_path, monkeypatch):
-    monkeypatch.setattr(shard_host, "BOOT", "import sys; sys.exit(3)")
+    monkeypatch.setattr(shard_host, "COMMAND", ("-c", "import sys; sys.exit(3)"))
     rd = _prepared(tmp_path, "broken")
     runner = worker.ShardRunner(rd, worker.WorkerOptions(heartbeat_seconds=5.0, threads_per_shard=1))
     counts = worker.auto_loop(runner)

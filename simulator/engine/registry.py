@@ -74,6 +74,8 @@ class MethodSpec:
     params: Mapping[str, Any] = field(default_factory=dict)  # fixed parameters of this entry
     variant_words: Mapping[str, tuple[str, Any]] = field(default_factory=dict)  # bare variant tokens
     check_params: Callable[[Mapping[str, Any], str], Any] | None = None  # refuses bad parameters
+    #: refuses a DAG this method cannot run on, before any work: check_dag(run params, DagStats, DagArrays)
+    check_dag: Callable[[Mapping[str, Any], Any, Any], None] | None = None
     launch_param: str | None = None  # parameter telling the policy the launch rule it runs under (planners)
     base: str | None = None  # the registered method a variant derives from
     description: str = ""

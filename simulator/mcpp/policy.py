@@ -506,11 +506,24 @@ def check_mcpp_params(params: Mapping[str, Any], where: str) -> None:
         raise ConfigError(f"{where}: {e}") from None
 
 
+def check_mcpp_dag(params: Mapping[str, Any], dag: Any, arr: DagArrays) -> None:
+    """Refuse a DAG on which none of the portfolio's ``model_ids`` exists (the planner's own rule)."""
+    if not params.get("model_ids"):
+        return
+    policy = MCPortfolioPolicy(params)
+    policy.dag_model_ids = dag.model_ids
+    try:
+        policy.model_positions(arr)
+    except ConfigError as exc:
+        raise ConfigError(f"MC_PORTFOLIO_MODEL_IDS: {exc}") from None
+
+
 #: the registry entry of MCPP (listed in simulator.methods)
 METHODS: tuple[MethodSpec, ...] = (
     MethodSpec(
         MCPP, PYTHON_POLICY, ATOMIC, HARD, baseline=False, family="mcpp", sets=("all", "mcpp", "loader_only"),
-        factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params, launch_param="launch_rule",
+        factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params, check_dag=check_mcpp_dag,
+        launch_param="launch_rule",
         variant_words={
             "crn": ("evaluation", "crn"),
             "halving": ("evaluation", "halving"),

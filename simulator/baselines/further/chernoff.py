@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from simulator.baselines.further.graph import topo_order
+from simulator.baselines.further.graph import remaining
+from simulator.baselines.further.numeric import clip
 
 LOG_1M = math.log(1.0 - 1e-12)
 ENUM_LIMIT = 4096
@@ -70,19 +72,10 @@ class DeadlineParams:
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _clip(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-
 @njit(cache=True, nogil=True)
 def q_of(p):
     """Failure probability of one attempt, clipped to [1e-12, 1 - 1e-12]."""
-    return _clip(1.0 - p, 1e-12, 1.0 - 1e-12)
+    return clip(1.0 - p, 1e-12, 1.0 - 1e-12)
 
 
 @njit(cache=True, nogil=True)
@@ -92,8 +85,8 @@ def psi(theta, tau, q, r):
     log_ay = theta * tau + log_y
     if log_ay >= LOG_1M:
         return np.inf
-    y = _clip(math.exp(log_y), 1e-300, 1.0 - 1e-15)
-    ay = _clip(math.exp(log_ay), 1e-300, 1.0 - 1e-15)
+    y = clip(math.exp(log_y), 1e-300, 1.0 - 1e-15)
+    ay = clip(math.exp(log_ay), 1e-300, 1.0 - 1e-15)
     return theta * tau + math.log1p(-y) - math.log1p(-ay)
 
 
@@ -104,8 +97,8 @@ def dpsi(theta, tau, q, r):
     log_ay = theta * tau + log_y
     if log_ay >= LOG_1M:
         return -np.inf
-    y = _clip(math.exp(log_y), 1e-300, 1.0 - 1e-15)
-    ay = _clip(math.exp(log_ay), 1e-300, 1.0 - 1e-15)
+    y = clip(math.exp(log_y), 1e-300, 1.0 - 1e-15)
+    ay = clip(math.exp(log_ay), 1e-300, 1.0 - 1e-15)
     den = (1.0 - y) * (1.0 - ay)
     if den <= 1e-300:
         return -np.inf
@@ -198,7 +191,7 @@ def phi_and_weights(parent_ptr, parent_idx, child_ptr, child_idx, alive, order, 
         G[v] = 0.0 if k == 0 else lse(buf[:k])
     for q in range(count):
         v = order[q]
-        w[v] = _clip(math.exp(F[v] + G[v] - phi), 0.0, 1.0)
+        w[v] = clip(math.exp(F[v] + G[v] - phi), 0.0, 1.0)
     return phi
 
 
@@ -259,18 +252,52 @@ def _nanmax_abs_diff(a, b, id_order, n_alive):
     return m
 
 
+class DualInputs(NamedTuple):
+    """Per-node inputs of the deadline dual (pool order) and how it iterates.
+
+    ``tau`` latencies (floored), ``q`` failure probabilities (clipped),
+    ``kappa`` expected attempt costs, ``alpha`` reservation weights; the
+    budget and the loop's ``max_iters``, ``dual_lr`` and ``tol``.
+    """
+
+    tau: np.ndarray
+    q: np.ndarray
+    kappa: np.ndarray
+    alpha: np.ndarray
+    budget: float
+    max_iters: int
+    dual_lr: float
+    tol: float
+
+
+class RoundingInputs(NamedTuple):
+    """What the receding rounding reads: the ready nodes, the continuous plan and its weights at ``theta``,
+    the node statistics (``lat_raw``: the unfloored latencies of the greedy gains) and the budget."""
+
+    ready: np.ndarray
+    n_ready: int
+    plan: np.ndarray
+    w: np.ndarray
+    theta: float
+    tau: np.ndarray
+    lat_raw: np.ndarray
+    q: np.ndarray
+    kappa: np.ndarray
+    kappa_any: np.ndarray
+    budget: float
+
+
 @njit(cache=True, nogil=True)
-def solve_theta(
-    parent_ptr, parent_idx, child_ptr, child_idx, alive, id_order, n_alive, order, count,
-    theta, tau, q, kappa, alpha, budget, max_iters, dual_lr, tol, plan_out, w_out, trace,
-):  # fmt: skip
-    """The dual loop at one ``theta``; returns (Phi, status, iterations, final beta).
+def solve_theta(rem, inp, theta, plan_out, w_out, trace):
+    """The dual loop at one ``theta`` on :class:`Remaining` ``rem``; returns (Phi, status, iterations, final beta).
 
     status: 1 solved (best plan in ``plan_out``, its weights in ``w_out``),
     0 infeasible (``r_min`` unaffordable or no finite ``Phi``), -1 a node's
     bisection failed to bracket. ``trace`` (shape (max_iters, 4) or (0, 4))
     receives per-iteration (C, beta after the update, Phi_new, plan_delta).
     """
+    parent_ptr, parent_idx, child_ptr, child_idx, alive, id_order, n_alive, order, count = rem
+    tau, q, kappa, alpha, budget, max_iters, dual_lr, tol = inp
     n = alive.shape[0]
     plan = np.zeros(n)
     c_min = 0.0
@@ -344,16 +371,13 @@ def solve_theta(
 
 
 @njit(cache=True, nogil=True)
-def solve_grid(
-    parent_ptr, parent_idx, child_ptr, child_idx, alive, id_order, n_alive, order, count,
-    grid, h, tau, q, kappa, alpha, budget, max_iters, dual_lr, tol, plan_out, w_out, scores,
-):  # fmt: skip
+def solve_grid(rem, inp, grid, h, plan_out, w_out, scores):
     """Every ``theta`` of ``grid`` (ascending); keeps the smallest ``J = Phi - theta h``.
 
     Returns (index of the chosen theta or -1, its Phi, its J, a bracketing
     failure flag). ``scores[i]`` receives J (inf when infeasible).
     """
-    n = alive.shape[0]
+    n = rem.alive.shape[0]
     plan = np.zeros(n)
     w = np.zeros(n)
     empty = np.zeros((0, 4))
@@ -363,10 +387,7 @@ def solve_grid(
     failed = False
     for i in range(grid.shape[0]):
         theta = grid[i]
-        phi, status, _, _ = solve_theta(
-            parent_ptr, parent_idx, child_ptr, child_idx, alive, id_order, n_alive, order, count,
-            theta, tau, q, kappa, alpha, budget, max_iters, dual_lr, tol, plan, w, empty,
-        )  # fmt: skip
+        phi, status, _, _ = solve_theta(rem, inp, theta, plan, w, empty)
         if status == -1:
             failed = True
         if status != 1:
@@ -394,17 +415,17 @@ def _leaf_phi(parent_ptr, parent_idx, child_ptr, child_idx, alive, order, count,
 
 
 @njit(cache=True, nogil=True)
-def round_receding(
-    parent_ptr, parent_idx, child_ptr, child_idx, alive, order, count, ready, n_ready,
-    plan, w, theta, tau, lat_raw, q, kappa, kappa_any, budget, targets,
-):  # fmt: skip
+def round_receding(rem, inp, targets):
     """Integer targets for the ready nodes from the continuous plan (fills ``targets``; returns the mode).
 
     Mode 1: exact floor/ceil enumeration; 2: greedy (over 4096 combinations).
     Then the minimum enforcement and the safety fallback of the published code
     (which fires when some ready node can launch *any* of its models:
     ``kappa_any`` = the cheapest expected attempt cost over its models).
+    ``inp`` is a :class:`RoundingInputs`.
     """
+    parent_ptr, parent_idx, child_ptr, child_idx, alive, _, _, order, count = rem
+    ready, n_ready, plan, w, theta, tau, lat_raw, q, kappa, kappa_any, budget = inp
     n = alive.shape[0]
     need_sum = 0.0
     for i in range(n_ready):
@@ -655,6 +676,15 @@ class BracketError(RuntimeError):
     """A node subproblem's bisection could not bracket its root (cannot happen with beta kappa > 0)."""
 
 
+def dual_inputs(lat: np.ndarray, p: np.ndarray, kappa: np.ndarray, alpha: np.ndarray, budget: float,
+                params: DeadlineParams) -> DualInputs:  # fmt: skip
+    """The :class:`DualInputs` of latencies ``lat`` and success probabilities ``p`` (floored and clipped here)."""
+    tau = np.maximum(lat, 1e-9)
+    q = np.clip(1.0 - np.asarray(p, dtype=np.float64), 1e-12, 1.0 - 1e-12)
+    return DualInputs(tau, q, kappa, alpha, float(budget), int(params.max_iters), float(params.dual_lr),
+                      float(params.tol))  # fmt: skip
+
+
 def solve_deadline(
     g,
     alive: np.ndarray,
@@ -671,27 +701,19 @@ def solve_deadline(
     ``g`` is any object with the CSR fields and ``node_ids`` of
     :class:`~simulator.baselines.further.loader.LoaderGraph`.
     """
-    from simulator.baselines.further.loader import alive_id_order
-
-    alive = np.ascontiguousarray(alive, dtype=np.bool_)
     lat = np.ascontiguousarray(lat, dtype=np.float64)
     p = np.ascontiguousarray(p, dtype=np.float64)
     kappa = np.ascontiguousarray(kappa, dtype=np.float64)
+    rem = remaining((g.parent_ptr, g.parent_idx, g.child_ptr, g.child_idx), alive, g.node_ids)
+    alive = rem.alive
     n = alive.shape[0]
-    csr = (g.parent_ptr, g.parent_idx, g.child_ptr, g.child_idx)
-    ids, n_alive = alive_id_order(alive, g.node_ids)
-    order, count = topo_order(*csr, alive)
-    tau = np.maximum(lat, 1e-9)
-    q = np.clip(1.0 - p, 1e-12, 1.0 - 1e-12)
-    alpha = reservation_alpha(g, alive, order, count, lat, h, params)
+    alpha = reservation_alpha(g, alive, rem.order, rem.count, lat, h, params)
     grid = theta_grid(lat, p, kappa, alive, budget, params, use_kappa)
     plan = np.zeros(n)
     w = np.zeros(n)
     scores = np.full(grid.shape[0], np.inf)
-    idx, phi, J, failed = solve_grid(
-        *csr, alive, ids, n_alive, order, count, grid, float(h), tau, q, kappa, alpha, float(budget),
-        int(params.max_iters), float(params.dual_lr), float(params.tol), plan, w, scores,
-    )  # fmt: skip
+    idx, phi, J, failed = solve_grid(rem, dual_inputs(lat, p, kappa, alpha, budget, params), grid, float(h), plan, w,
+                                     scores)  # fmt: skip
     if failed:
         raise BracketError("deadline policy: a node subproblem failed to bracket its root")
     theta = float(grid[idx]) if idx >= 0 else math.nan
@@ -729,17 +751,14 @@ def receding_targets(
     if not sol.solved:
         no_solution_targets(ready, ready.shape[0], kappa, float(budget), targets)
         return targets, 0
-    alive = np.ascontiguousarray(alive, dtype=np.bool_)
-    csr = (g.parent_ptr, g.parent_idx, g.child_ptr, g.child_idx)
-    order, count = topo_order(*csr, alive)
+    rem = remaining((g.parent_ptr, g.parent_idx, g.child_ptr, g.child_idx), alive, g.node_ids)
     lat = np.ascontiguousarray(lat, dtype=np.float64)
     tau = np.maximum(lat, 1e-9)
     q = np.clip(1.0 - np.asarray(p, dtype=np.float64), 1e-12, 1.0 - 1e-12)
     k_any = kappa if kappa_any is None else np.ascontiguousarray(kappa_any, dtype=np.float64)
-    mode = round_receding(
-        *csr, alive, order, count, ready, ready.shape[0], sol.plan, sol.weights, sol.theta, tau, lat, q,
-        kappa, k_any, float(budget), targets,
-    )  # fmt: skip
+    inp = RoundingInputs(ready, int(ready.shape[0]), sol.plan, sol.weights, float(sol.theta), tau, lat, q, kappa,
+                         k_any, float(budget))  # fmt: skip
+    mode = round_receding(rem, inp, targets)
     return targets, int(mode)
 
 
@@ -755,20 +774,11 @@ def trace_theta(
     params: DeadlineParams = DeadlineParams(),
 ) -> np.ndarray:
     """Per-iteration (C, beta after the update, Phi_new, plan_delta) of the dual loop at one ``theta``."""
-    from simulator.baselines.further.loader import alive_id_order
-
-    alive = np.ascontiguousarray(alive, dtype=np.bool_)
     lat = np.ascontiguousarray(lat, dtype=np.float64)
-    csr = (g.parent_ptr, g.parent_idx, g.child_ptr, g.child_idx)
-    ids, n_alive = alive_id_order(alive, g.node_ids)
-    order, count = topo_order(*csr, alive)
-    alpha = reservation_alpha(g, alive, order, count, lat, h, params)
-    n = alive.shape[0]
+    rem = remaining((g.parent_ptr, g.parent_idx, g.child_ptr, g.child_idx), alive, g.node_ids)
+    alpha = reservation_alpha(g, rem.alive, rem.order, rem.count, lat, h, params)
+    n = rem.alive.shape[0]
     tr = np.full((int(params.max_iters), 4), np.nan)
-    _, _, its, _ = solve_theta(
-        *csr, alive, ids, n_alive, order, count, float(theta), np.maximum(lat, 1e-9),
-        np.clip(1.0 - np.asarray(p, dtype=np.float64), 1e-12, 1.0 - 1e-12),
-        np.ascontiguousarray(kappa, dtype=np.float64), alpha, float(budget), int(params.max_iters),
-        float(params.dual_lr), float(params.tol), np.zeros(n), np.zeros(n), tr,
-    )  # fmt: skip
+    inp = dual_inputs(lat, p, np.ascontiguousarray(kappa, dtype=np.float64), alpha, budget, params)
+    _, _, its, _ = solve_theta(rem, inp, float(theta), np.zeros(n), np.zeros(n), tr)
     return tr[:its]

@@ -22,8 +22,50 @@ Paths are returned flat: the nodes of path ``k`` are
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
+
+
+class Remaining(NamedTuple):
+    """The remaining DAG as the LOADER and deadline kernels read it (one argument instead of nine).
+
+    The full DAG's CSR arrays, the ``alive`` mask, the alive nodes by node id
+    (``id_order[:n_alive]``, the published "all nodes" order) and in Kahn
+    order (``order[:count]``).
+    """
+
+    parent_ptr: np.ndarray
+    parent_idx: np.ndarray
+    child_ptr: np.ndarray
+    child_idx: np.ndarray
+    alive: np.ndarray
+    id_order: np.ndarray
+    n_alive: int
+    order: np.ndarray
+    count: int
+
+
+def remaining(csr: tuple, alive: np.ndarray, node_ids: np.ndarray) -> Remaining:
+    """:class:`Remaining` of the alive nodes of the DAG with CSR arrays ``csr`` and ids ``node_ids``."""
+    alive = np.ascontiguousarray(alive, dtype=np.bool_)
+    ids, n_alive = alive_id_order(alive, node_ids)
+    order, count = topo_order(*csr, alive)
+    return Remaining(*csr, alive, ids, int(n_alive), order, int(count))
+
+
+@njit(cache=True, nogil=True)
+def alive_id_order(alive, node_ids):
+    """Alive node positions sorted by node id (the published "all nodes" order)."""
+    order = np.argsort(node_ids, kind="mergesort")
+    out = np.empty(alive.shape[0], dtype=np.int64)
+    k = 0
+    for v in order:
+        if alive[v]:
+            out[k] = v
+            k += 1
+    return out, k
 
 
 @njit(cache=True, nogil=True)

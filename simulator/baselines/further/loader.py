@@ -32,19 +32,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from simulator.baselines.further.graph import (
+    Remaining,
+    alive_id_order,
     all_paths,
     critical_path,
     dag_value,
     find_path,
     path_sums,
+    remaining,
     top_k_paths,
     topo_order,
 )
+from simulator.baselines.further.numeric import clip
 
 FIX_UNITS, FIX_RCUR0, FIX_CLAMP_A, FIX_LAMBERT1 = 1, 2, 4, 8
 
@@ -81,23 +86,14 @@ def norm_simplex(x):
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _clip(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-
 @njit(cache=True, nogil=True)
 def d_tilde(delta, t, p, r_cur, r, clamp_a):
     """Expected time until the node completes: ``delta + a^r_cur t / (1 - a^r)`` with the published clips."""
     a = 1.0 - p
     if clamp_a:
-        a = _clip(a, 1e-12, 1.0 - 1e-12)
+        a = clip(a, 1e-12, 1.0 - 1e-12)
     y_cur = a ** max(r_cur, 1e-9)
-    y_fut = _clip(a ** max(r, 1e-9), 1e-12, 1.0 - 1e-12)
+    y_fut = clip(a ** max(r, 1e-9), 1e-12, 1.0 - 1e-12)
     return delta + y_cur * t / (1.0 - y_fut)
 
 
@@ -107,9 +103,9 @@ def c_tilde(delta, t, p, r_cur, r, kappa, clamp_a, units):
     if units:
         a = 1.0 - p
         if clamp_a:
-            a = _clip(a, 1e-12, 1.0 - 1e-12)
+            a = clip(a, 1e-12, 1.0 - 1e-12)
         y_cur = a ** max(r_cur, 1e-9)
-        y_fut = _clip(a ** max(r, 1e-9), 1e-12, 1.0 - 1e-12)
+        y_fut = clip(a ** max(r, 1e-9), 1e-12, 1.0 - 1e-12)
         return y_cur * r * kappa / (1.0 - y_fut)
     return r_cur * delta + r * d_tilde(delta, t, p, r_cur, r, clamp_a)
 
@@ -152,7 +148,7 @@ def lambert_r(p, w, beta, scale, lambert1):
     (``1 + alpha > 500``) returns the fallback 64 when its ``r < 1`` unless
     ``lambert1`` (``_lambert1`` correction, then 1); every non-finite intermediate gives 64.
     """
-    a = _clip(1.0 - p, 1e-12, 1.0 - 1e-12)
+    a = clip(1.0 - p, 1e-12, 1.0 - 1e-12)
     bb = -math.log(a)
     beta = max(beta, 1e-30)
     w = max(w, 0.0)
@@ -161,7 +157,7 @@ def lambert_r(p, w, beta, scale, lambert1):
         return 1.0
     c = 1.0 + alpha
     if c > 500.0:
-        y = _clip(1.0 / (c + math.log(c)), 1e-15, 1.0 - 1e-12)
+        y = clip(1.0 / (c + math.log(c)), 1e-15, 1.0 - 1e-12)
         r = -math.log(y) / bb
         if math.isfinite(r) and r >= 1.0:
             return r
@@ -177,7 +173,7 @@ def lambert_r(p, w, beta, scale, lambert1):
     y = -1.0 / W
     if not math.isfinite(y) or y <= 0.0:
         return LAMBERT_FALLBACK
-    y = _clip(y, 1e-12, 1.0 - 1e-12)
+    y = clip(y, 1e-12, 1.0 - 1e-12)
     r = -math.log(y) / bb
     if not math.isfinite(r):
         return LAMBERT_FALLBACK
@@ -255,14 +251,58 @@ def plan_cost(id_order, n_alive, delta, t, p, r_cur, kappa, plan, clamp_a, units
 # ---------------------------------------------------------------------------
 
 
+class NodeStats(NamedTuple):
+    """Per-node inputs of the duals (pool order): in-flight time ``delta``, latency ``t``, success ``p``,
+    attempts in flight ``r_cur``, expected attempt cost ``kappa``, the cost term's unit ``scale`` per node."""
+
+    delta: np.ndarray
+    t: np.ndarray
+    p: np.ndarray
+    r_cur: np.ndarray
+    kappa: np.ndarray
+    scale: np.ndarray
+
+
+class PathSet(NamedTuple):
+    """Active paths, flat: the nodes of path ``k`` are ``nodes[ptr[k]:ptr[k+1]]``."""
+
+    nodes: np.ndarray
+    ptr: np.ndarray
+    n_paths: int
+
+
+class DualRule(NamedTuple):
+    """How the dual loop iterates and which plan it keeps (``best_mode``: ``BEST_*``; ``flags``: ``FIX_*``)."""
+
+    budget: float
+    max_iters: int
+    stable_rounds: int
+    eta_beta: float
+    eta_lambda: float
+    beta_floor: float
+    best_mode: int
+    flags: int
+
+
+class DualOut(NamedTuple):
+    """Arrays the dual loop fills: the kept plan and its ``[has_best, value]``, the last plan, the trace."""
+
+    best_plan: np.ndarray
+    best_val: np.ndarray
+    last_plan: np.ndarray
+    trace: np.ndarray
+    trace_plans: np.ndarray
+
+
+def dual_rule(params, budget: float, max_iters: int, beta_floor: float, best_mode: int, fixes: int) -> DualRule:
+    """The :class:`DualRule` of a LOADER variant (types fixed, so the kernel compiles once)."""
+    return DualRule(float(budget), int(max_iters), int(params.stable_rounds), float(params.eta_beta),
+                    float(params.eta_lambda), float(beta_floor), int(best_mode), int(fixes))  # fmt: skip
+
+
 @njit(cache=True, nogil=True)
-def dual_loop(
-    parent_ptr, parent_idx, child_ptr, child_idx, alive, id_order, n_alive, order, count,
-    delta, t, p, r_cur, kappa, scale, nodes, ptr, n_paths, lam, beta, budget,
-    max_iters, stable_rounds, eta_beta, eta_lambda, beta_floor, best_mode, flags,
-    best_plan, best_val, last_plan, trace, trace_plans,
-):  # fmt: skip
-    """Iterate best response / stability / dual steps; returns (iterations, beta).
+def dual_loop(rem, stats, paths, lam, beta, rule, out):
+    """Iterate best response / stability / dual steps on :class:`Remaining` ``rem``; returns (iterations, beta).
 
     ``lam`` is updated in place (MWU over the active paths). ``best_val`` =
     [has_best, value] is read and updated: the largest feasible cost with the
@@ -271,8 +311,13 @@ def dual_loop(
     plan itself in ``best_plan``. ``last_plan`` receives the last iteration's
     plan (column generation prices with it). When ``trace`` has rows, row
     ``i`` receives (beta used for plan i, its cost C, lambda_0 used); the
-    plans go to ``trace_plans[i]``.
+    plans go to ``trace_plans[i]`` (the fields of ``out``).
     """
+    parent_ptr, parent_idx, child_ptr, child_idx, alive, id_order, n_alive, order, count = rem
+    delta, t, p, r_cur, kappa, scale = stats
+    nodes, ptr, n_paths = paths
+    budget, max_iters, stable_rounds, eta_beta, eta_lambda, beta_floor, best_mode, flags = rule
+    best_plan, best_val, last_plan, trace, trace_plans = out
     n = alive.shape[0]
     clamp_a = (flags & FIX_CLAMP_A) != 0
     units = (flags & FIX_UNITS) != 0
@@ -332,19 +377,6 @@ def dual_loop(
             lam[:n_paths] = norm_simplex(lam[:n_paths])
     last_plan[:] = plan
     return it, beta
-
-
-@njit(cache=True, nogil=True)
-def alive_id_order(alive, node_ids):
-    """Alive node positions sorted by node id (the published "all nodes" order)."""
-    order = np.argsort(node_ids, kind="mergesort")
-    out = np.empty(alive.shape[0], dtype=np.int64)
-    k = 0
-    for v in order:
-        if alive[v]:
-            out[k] = v
-            k += 1
-    return out, k
 
 
 @njit(cache=True, nogil=True)
@@ -466,12 +498,13 @@ def static_start(
     best_plan = np.ones(n, dtype=np.int64)
     best_val = np.array([0.0, math.inf if bf else -1.0])
     last = np.ones(n, dtype=np.int64)
+    rule = dual_rule(params, budget, params.max_dual_iters, BETA_FLOOR_TOPK,
+                     BEST_SMALLEST_MAKESPAN if bf else BEST_LARGEST_COST, fixes)  # fmt: skip
     its, _ = dual_loop(
-        *g.csr(), alive, ids, n_alive, order, count, zeros, t, p, r_cur, kappa, units_scale(t, kappa),
-        nodes, ptr, n_paths, lam, float(beta), float(budget), int(params.max_dual_iters),
-        int(params.stable_rounds), float(params.eta_beta), float(params.eta_lambda), BETA_FLOOR_TOPK,
-        BEST_SMALLEST_MAKESPAN if bf else BEST_LARGEST_COST, int(fixes), best_plan, best_val, last, *_no_trace(n),
-    )  # fmt: skip
+        Remaining(*g.csr(), alive, ids, int(n_alive), order, int(count)),
+        NodeStats(zeros, t, p, r_cur, kappa, units_scale(t, kappa)), PathSet(nodes, ptr, n_paths),
+        lam, float(beta), rule, DualOut(best_plan, best_val, last, *_no_trace(n)),
+    )
     if best_val[0] == 0.0:
         return StaticStart(None, math.inf, its)
     if bf:
@@ -540,14 +573,12 @@ class Snapshot:
 
 
 def _receding_setup(g: LoaderGraph, snap: Snapshot, t, p, fixes):
-    alive = np.ascontiguousarray(snap.alive, dtype=np.bool_)
-    ids, n_alive = alive_id_order(alive, g.node_ids)
-    order, count = topo_order(*g.csr(), alive)
+    rem = remaining(g.csr(), snap.alive, g.node_ids)
     delta = _f64(snap.delta)
     rho = _f64(snap.rho)
     r_ref = np.maximum(1.0, rho)
-    gw = proxy_weights(ids, n_alive, delta, _f64(t), _f64(p), r_ref, bool(fixes & FIX_CLAMP_A), g.n)
-    return alive, ids, n_alive, order, count, delta, rho, gw
+    gw = proxy_weights(rem.id_order, rem.n_alive, delta, _f64(t), _f64(p), r_ref, bool(fixes & FIX_CLAMP_A), g.n)
+    return rem, delta, rho, gw
 
 
 def loader_dual_decision(
@@ -565,7 +596,8 @@ def loader_dual_decision(
     """``loader_dual`` (``bf``: ``loader_dual_bf``) at one decision: top-k paths recomputed, duals from scratch."""
     n = g.n
     t, p, kappa = _f64(t), _f64(p), _f64(kappa)
-    alive, ids, n_alive, order, count, delta, rho, gw = _receding_setup(g, snap, t, p, fixes)
+    rem, delta, rho, gw = _receding_setup(g, snap, t, p, fixes)
+    _, _, _, _, alive, ids, n_alive, order, count = rem
     nodes, ptr = top_k_paths(*g.csr(), alive, order, count, gw, int(params.n_active_paths))
     n_paths = len(ptr) - 1
     if n_paths == 0:
@@ -575,12 +607,12 @@ def loader_dual_decision(
     best_plan = np.ones(n, dtype=np.int64)
     best_val = np.array([0.0, math.inf if bf else -1.0])
     last = np.ones(n, dtype=np.int64)
+    rule = dual_rule(params, budget_left, params.max_dual_iters, BETA_FLOOR_TOPK,
+                     BEST_SMALLEST_MAKESPAN if bf else BEST_LARGEST_COST, fixes)  # fmt: skip
     its, beta = dual_loop(
-        *g.csr(), alive, ids, n_alive, order, count, delta, t, p, rho, kappa, units_scale(t, kappa),
-        nodes, ptr, n_paths, lam, 1.0, float(budget_left), int(params.max_dual_iters),
-        int(params.stable_rounds), float(params.eta_beta), float(params.eta_lambda), BETA_FLOOR_TOPK,
-        BEST_SMALLEST_MAKESPAN if bf else BEST_LARGEST_COST, int(fixes), best_plan, best_val, last, tr, trp,
-    )  # fmt: skip
+        rem, NodeStats(delta, t, p, rho, kappa, units_scale(t, kappa)), PathSet(nodes, ptr, n_paths),
+        lam, 1.0, rule, DualOut(best_plan, best_val, last, tr, trp),
+    )
     if best_val[0] == 0.0:
         return RecedingResult(np.ones(n, dtype=np.int64), False, its, n_paths, 0, beta, tr[:its], trp[:its])
     return RecedingResult(best_plan, True, its, n_paths, 0, beta, tr[:its], trp[:its])
@@ -611,7 +643,8 @@ def loader_all_paths_decision(
     """
     n = g.n
     t, p, kappa = _f64(t), _f64(p), _f64(kappa)
-    alive, ids, n_alive, order, count, delta, rho, _ = _receding_setup(g, snap, t, p, fixes)
+    rem, delta, rho, _ = _receding_setup(g, snap, t, p, fixes)
+    _, _, _, _, alive, ids, n_alive, order, count = rem
     if paths is None:
         paths = enumerate_paths(g, alive, params.max_paths)
     nodes, ptr, aborted = paths
@@ -623,12 +656,11 @@ def loader_all_paths_decision(
     best_plan = np.ones(n, dtype=np.int64)
     best_val = np.array([0.0, math.inf])
     last = np.ones(n, dtype=np.int64)
+    rule = dual_rule(params, budget_left, params.max_dual_iters, BETA_FLOOR_PATHS, BEST_SMALLEST_MAKESPAN, fixes)
     its, beta = dual_loop(
-        *g.csr(), alive, ids, n_alive, order, count, delta, t, p, rho, kappa, units_scale(t, kappa),
-        nodes, ptr, n_paths, lam, 1.0, float(budget_left), int(params.max_dual_iters),
-        int(params.stable_rounds), float(params.eta_beta), float(params.eta_lambda), BETA_FLOOR_PATHS,
-        BEST_SMALLEST_MAKESPAN, int(fixes), best_plan, best_val, last, tr, trp,
-    )  # fmt: skip
+        rem, NodeStats(delta, t, p, rho, kappa, units_scale(t, kappa)), PathSet(nodes, ptr, n_paths),
+        lam, 1.0, rule, DualOut(best_plan, best_val, last, tr, trp),
+    )
     if best_val[0] == 0.0:
         return RecedingResult(np.ones(n, dtype=np.int64), False, its, n_paths, 0, beta, tr[:its], trp[:its])
     return RecedingResult(best_plan, True, its, n_paths, 0, beta, tr[:its], trp[:its])
@@ -671,7 +703,8 @@ def loader_colgen_decision(
     n = g.n
     t, p, kappa = _f64(t), _f64(p), _f64(kappa)
     clamp_a = bool(fixes & FIX_CLAMP_A)
-    alive, ids, n_alive, order, count, delta, rho, gw = _receding_setup(g, snap, t, p, fixes)
+    rem, delta, rho, gw = _receding_setup(g, snap, t, p, fixes)
+    _, _, _, _, alive, ids, n_alive, order, count = rem
     first = critical_path(*g.csr(), alive, order, count, gw)
     if first.shape[0] == 0:
         return RecedingResult(np.ones(n, dtype=np.int64), False)
@@ -686,18 +719,17 @@ def loader_colgen_decision(
     best_plan = np.ones(n, dtype=np.int64)
     best_val = np.array([0.0, math.inf])
     last = np.ones(n, dtype=np.int64)
-    scale = units_scale(t, kappa)
+    stats = NodeStats(delta, t, p, rho, kappa, units_scale(t, kappa))
     inner = min(int(params.inner_dual_iters), int(params.max_dual_iters))
+    rule = dual_rule(params, budget_left, inner, BETA_FLOOR_PATHS, BEST_SMALLEST_MAKESPAN, fixes)
     total_its = 0
     rounds = 0
     for _cg in range(int(params.max_cg_iters)):
         rounds += 1
         its, beta = dual_loop(
-            *g.csr(), alive, ids, n_alive, order, count, delta, t, p, rho, kappa, scale,
-            act_nodes, act_ptr, n_act, lam, beta, float(budget_left), inner,
-            int(params.stable_rounds), float(params.eta_beta), float(params.eta_lambda), BETA_FLOOR_PATHS,
-            BEST_SMALLEST_MAKESPAN, int(fixes), best_plan, best_val, last, *_no_trace(n),
-        )  # fmt: skip
+            rem, stats, PathSet(act_nodes, act_ptr, n_act), lam, beta, rule,
+            DualOut(best_plan, best_val, last, *_no_trace(n)),
+        )
         total_its += its
         if its == 0:
             break
