@@ -11,6 +11,11 @@ atomically to ``<out>/<model>/<problem_id>.json`` (format:
 docs/rollout_format.md) once all its nodes are done; the request journal
 and run summary go to ``<out>/.runs/`` so that an interrupted run resumes
 without repeating a finished request.
+
+``--split comp`` runs the competition split instead (``--dataset FILE``): the
+turns of a problem are prompted and judged as ``comp_rollouts.py`` describes
+(contexts ``chained``, ``isolated``, ``golden_upstream``), with the same
+request keys, journal, resumption and output layout.
 """
 
 from __future__ import annotations
@@ -19,75 +24,35 @@ import argparse
 import asyncio
 import json
 import logging
-import math
-import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeflow.comp_dataset import CompProblem, load_comp_problems
+from codeflow.comp_judge import golden_context
+from codeflow.comp_prompts import comp_messages
+from codeflow.comp_rollouts import CONTEXT_MODES, comp_nodes
 from codeflow.dataset import DEFAULT_DATASET, Problem, Subproblem, load_problems, select_problems
 from codeflow.extract import extract_code
-from codeflow.llm_client import (
-    ChatClient,
-    ChatRequest,
-    ChatResult,
-    ClientConfig,
-    EndpointError,
-    JournaledRunner,
-    RequestJournal,
-)
+from codeflow.llm_client import ChatClient, ClientConfig, EndpointError, RequestJournal
 from codeflow.prompts import build_messages
+from codeflow.rollout_common import (
+    RunContext,
+    SkippingRunner,
+    attempt_fields,
+    collect_samples,
+    plan_requests,
+    safe_filename,
+)
 from codeflow.sandbox import SandboxLimits, resolve_isolation
 from codeflow.verify import verify_code
 from simulator.base.errors import ConfigError, UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
 
 log = logging.getLogger("codeflow.generate_rollouts")
-
-
-def safe_filename(problem_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", problem_id)
-
-
-@dataclass
-class RunContext:
-    args: argparse.Namespace
-    config: ClientConfig
-    limits: SandboxLimits
-    model_dir: Path
-    runner: JournaledRunner
-    verify_pool: ThreadPoolExecutor
-    summary: dict[str, Any] = field(default_factory=dict)
-
-
-def _split_tokens(result: ChatResult, k: int) -> tuple[int | None, str, float]:
-    """Output tokens, token source and latency share of choice ``k`` of a result."""
-    n = len(result.choices)
-    if n == 1:
-        return result.completion_tokens, result.token_source, 1.0
-    sizes = [len(c.text) + len(c.reasoning or "") for c in result.choices]
-    share = sizes[k] / sum(sizes) if sum(sizes) else 1.0 / n
-    tokens = None if result.completion_tokens is None else int(round(result.completion_tokens
-                                                                     * share))
-    # Per-choice counts are not in the standard usage block: the request's total
-    # is split by the choices' text length, so the count is flagged as estimated.
-    return tokens, "estimated", share
-
-
-def plan_requests(problem: Problem, sub: Subproblem, messages: list[dict], args
-                  ) -> list[ChatRequest]:
-    """Stable request keys: ``<problem>/<node>/<model>/<sample>`` (or ``/b<batch>``)."""
-    base = f"{problem.problem_id}/{sub.name}/{args.model}"
-    per = args.samples_per_request
-    if per <= 1:
-        return [ChatRequest(f"{base}/{k}", messages, n=1) for k in range(args.n)]
-    reqs = []
-    for b in range(math.ceil(args.n / per)):
-        reqs.append(ChatRequest(f"{base}/b{b}", messages, n=min(per, args.n - b * per)))
-    return reqs
+REPO_CONTEXTS = ("reference", "best_verified")
 
 
 async def run_node(ctx: RunContext, problem: Problem, sub: Subproblem,
@@ -104,59 +69,21 @@ async def run_node(ctx: RunContext, problem: Problem, sub: Subproblem,
     messages = build_messages(problem, sub.name, dep_code, with_signature=not args.no_signature)
     reqs = plan_requests(problem, sub, messages, args)
     results = await asyncio.gather(*(ctx.runner.submit(r) for r in reqs))
+    samples, failed_requests, incomplete = collect_samples(reqs, results)
 
     loop = asyncio.get_running_loop()
-    samples: list[tuple[int, ChatResult, int]] = []
-    failed_requests = []
-    incomplete = False
-    sample = 0
-    for req, res in zip(reqs, results):
-        if not res.ok:
-            failed_requests.append({"request_key": req.key, "error": res.error,
-                                    "status_code": res.status_code})
-            transient = res.status_code is None or not 400 <= res.status_code < 500
-            incomplete = incomplete or transient
-            sample += req.n
-            continue
-        for k in range(len(res.choices)):
-            samples.append((sample + k, res, k))
-        sample += req.n
-
     codes = [extract_code(res.choices[k].text, sub.name) for _, res, k in samples]
     verdicts = await asyncio.gather(*(
         loop.run_in_executor(ctx.verify_pool, verify_code, problem, sub.name, code, dep_code,
                              ctx.limits)
         for code in codes))
-    attempts = []
-    for (idx, res, k), code, v in zip(samples, codes, verdicts):
-        out_tokens, token_source, share = _split_tokens(res, k)
-        prompt_tokens = res.prompt_tokens
-        latency = None if res.latency_sec is None else res.latency_sec * share
-        attempts.append({
-            "rollout_id": f"{problem.problem_id}/{sub.name}/{args.model}/{idx}",
-            "model": args.model,
-            "sample_index": idx,
-            "prompt_tokens": prompt_tokens,
-            "output_tokens": out_tokens,
-            "total_tokens": None if out_tokens is None or prompt_tokens is None
-            else prompt_tokens + out_tokens,
-            "token_source": token_source,
-            "infer_latency_sec": None if latency is None else round(latency, 6),
-            "latency_source": "request" if len(res.choices) == 1 else "batch_token_share",
-            "eval_latency_sec": v.eval_latency_sec,
-            "success": v.success,
-            "pass_rate": v.pass_rate,
-            "n_tests": v.n_tests,
-            "n_passed": v.n_passed,
-            "test_statuses": v.test_statuses,
-            "failure_reason": v.failure_reason,
-            "failure_detail": v.failure_detail,
-            "finish_reason": res.choices[k].finish_reason,
-            "request_key": res.key,
-            "request_tries": res.tries,
-            "response_model": res.response_model,
-            "code": code,
-        })
+    attempts = [
+        attempt_fields(problem, sub, args.model, idx, res, k, {
+            "eval_latency_sec": v.eval_latency_sec, "success": v.success,
+            "pass_rate": v.pass_rate, "n_tests": v.n_tests, "n_passed": v.n_passed,
+            "test_statuses": v.test_statuses, "failure_reason": v.failure_reason,
+            "failure_detail": v.failure_detail}, code)
+        for (idx, res, k), code, v in zip(samples, codes, verdicts)]
     verified = [a for a in attempts if a["success"]]
     if verified:
         best = min(verified, key=lambda a: a["sample_index"])
@@ -184,13 +111,16 @@ async def run_problem(ctx: RunContext, problem: Problem) -> str:
         ctx.runner.skip(sum(len(plan_requests(problem, s, [], args))
                             for s in problem.subproblems))
         return "skipped"
-    chosen: dict[str, tuple[str, str]] = {}
     nodes: dict[int, dict] = {}
-    for level in problem.levels():
-        # Within a level nodes are independent; they run concurrently.
-        done = await asyncio.gather(*(run_node(ctx, problem, s, chosen) for s in level))
-        for node in done:
-            nodes[node["node_id"]] = node
+    if isinstance(problem, CompProblem):
+        nodes = await comp_nodes(ctx, problem)
+    else:
+        chosen: dict[str, tuple[str, str]] = {}
+        for level in problem.levels():
+            # Within a level nodes are independent; they run concurrently.
+            done = await asyncio.gather(*(run_node(ctx, problem, s, chosen) for s in level))
+            for node in done:
+                nodes[node["node_id"]] = node
     incomplete = any(n.pop("_incomplete") for n in nodes.values())
     if incomplete:
         return "incomplete"
@@ -212,18 +142,23 @@ async def run_problem(ctx: RunContext, problem: Problem) -> str:
         "dataset": str(args.dataset),
         "nodes": [nodes[s.index] for s in problem.subproblems],
     }
+    if isinstance(problem, CompProblem):
+        record["split"] = "comp"
+        record["title"] = problem.title
+        record["generation"]["require_successful_prereq"] = args.require_successful_prereq
     atomic_write_json(path, record)
     return "written"
 
 
-class _Runner(JournaledRunner):
-    def skip(self, n: int) -> None:
-        if self._bar is not None:
-            self._bar.update(n)
+def load_split(args: argparse.Namespace) -> list[Problem]:
+    """The selected problems of ``--split`` (``repo``: bundled default; ``comp``: ``--dataset``)."""
+    loaded = load_comp_problems(args.dataset) if args.split == "comp" else load_problems(
+        args.dataset)
+    return select_problems(loaded, args.problems, args.limit)
 
 
 async def generate(args: argparse.Namespace) -> dict[str, Any]:
-    problems = select_problems(load_problems(args.dataset), args.problems, args.limit)
+    problems = load_split(args)
     if not problems:
         raise UserError("no problems selected")
     config = ClientConfig(
@@ -246,7 +181,7 @@ async def generate(args: argparse.Namespace) -> dict[str, Any]:
     with RequestJournal(journal_path) as journal, \
             ThreadPoolExecutor(max_workers=max(1, args.verify_workers)) as pool:
         async with ChatClient(config) as client:
-            runner = _Runner(client, journal, progress=not args.no_progress, total=total,
+            runner = SkippingRunner(client, journal, progress=not args.no_progress, total=total,
                              desc=f"{args.model} requests")
             ctx = RunContext(args, config, limits, model_dir, runner, pool)
             try:
@@ -289,7 +224,7 @@ def _ids_arg(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m codeflow.generate_rollouts",
-        description="Generate and verify CodeFlowBench-Repo rollouts through an "
+        description="Generate and verify CodeFlowBench rollouts (Repo or Comp split) through an "
                     "OpenAI-compatible chat endpoint (vLLM, hosted APIs). Resumable: run the "
                     "same command again after an interruption.")
     g = ap.add_argument_group("endpoint")
@@ -319,7 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--extra-body", type=_json_arg, default={},
                    help='JSON merged into every request body, e.g. \'{"seed": 0}\'')
     d = ap.add_argument_group("data and output")
-    d.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    d.add_argument("--split", choices=["repo", "comp"], default="repo",
+                   help="repo: CodeFlowBench-Repo (bundled); comp: the competition split "
+                        "(give its file with --dataset)")
+    d.add_argument("--dataset", type=Path, default=None,
+                   help="dataset file (default for --split repo: the bundled file)")
     d.add_argument("--problems", type=_ids_arg, action="extend", default=None,
                    help="comma-separated problem ids (repeatable); default: all")
     d.add_argument("--limit", type=int, default=None, help="first N selected problems")
@@ -327,8 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rollout root; files go to <out-dir>/<model>/<problem_id>.json")
     d.add_argument("--journal", type=Path, default=None,
                    help="request journal (default <out-dir>/.runs/<model>.journal.jsonl)")
-    d.add_argument("--context", choices=["reference", "best_verified"], default="reference",
-                   help="code shown for dependencies in earlier turns")
+    d.add_argument("--context", choices=[*REPO_CONTEXTS, *CONTEXT_MODES], default=None,
+                   help="code shown for earlier turns: repo: reference (default) or "
+                        "best_verified; comp: chained (default), isolated or golden_upstream")
+    d.add_argument("--require-successful-prereq", action="store_true",
+                   help="comp, chained: only fully successful turns enter the context; turns "
+                        "depending on another turn are blocked until it succeeded")
     d.add_argument("--no-signature", action="store_true",
                    help="do not show the reference function signature in the prompt")
     d.add_argument("--overwrite", action="store_true",
@@ -351,14 +294,38 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ConfigError("--samples-per-request must be at least 1")
     if not args.dry_run and not args.base_url:
         raise ConfigError("--base-url is required (or use --dry-run)")
+    if args.split == "comp":
+        if args.dataset is None:
+            raise ConfigError("--split comp needs --dataset FILE (the competition split is not "
+                              "bundled)")
+        args.context = args.context or "chained"
+        if args.context not in CONTEXT_MODES:
+            raise ConfigError(f"--context {args.context} is for --split repo; comp takes "
+                              + ", ".join(CONTEXT_MODES))
+    else:
+        args.dataset = args.dataset or DEFAULT_DATASET
+        args.context = args.context or "reference"
+        if args.context not in REPO_CONTEXTS:
+            raise ConfigError(f"--context {args.context} is for --split comp; repo takes "
+                              + ", ".join(REPO_CONTEXTS))
+    if args.require_successful_prereq and not (args.split == "comp"
+                                               and args.context == "chained"):
+        raise ConfigError("--require-successful-prereq needs --split comp --context chained")
 
 
 def dry_run(args: argparse.Namespace) -> None:
-    problems = select_problems(load_problems(args.dataset), args.problems, args.limit)
-    for p in problems:
+    """Print the prompts (reference code standing in for earlier turns' answers)."""
+    for p in load_split(args):
         for sub in p.topological_order():
             print(f"===== {p.problem_id} / {sub.name}")
-            for m in build_messages(p, sub.name, {}, with_signature=not args.no_signature):
+            if isinstance(p, CompProblem):
+                earlier = p.topological_order()[:p.topological_order().index(sub)]
+                context = {"isolated": [], "golden_upstream": golden_context(p, sub.name)}.get(
+                    args.context, [(s.name, s.reference_code) for s in earlier])
+                messages = comp_messages(p, sub.name, context, not args.no_signature)
+            else:
+                messages = build_messages(p, sub.name, {}, with_signature=not args.no_signature)
+            for m in messages:
                 print(f"--- {m['role']}\n{m['content']}")
 
 
