@@ -78,6 +78,8 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.methods", "methods"),
     ("simulator.simulate", "methods"),
     ("simulator.prewarm_groups", "methods"),
+    ("simulator.surface", "methods"),  # prediction surfaces: trees of trajectories over a (budget, deadline) grid
+    ("simulator.surface.*", "methods"),
     ("simulator.cli", "front"),
     ("simulator.cli.*", "front"),
     ("simulator.__main__", "front"),

@@ -491,6 +491,36 @@ def first_uncompletable(arr, model_mask, use_legacy):
 
 
 @njit(cache=True, nogil=True)
+def draw_launch(arr, key0, attempt_no, ready, n_ready, act_model, act_count, lat_out, succ_out, charge_out):
+    """The draws of an atomic launch, in launch order: (largest latency, summed cost).
+
+    Attempt a of ready node v with model j is the draw ``a0 + a`` of (v, j)
+    (``a0`` = its attempts so far); latencies, successes and charges go to
+    the ``*_out`` arrays. :func:`launch_atomic` checks them against the
+    state's limits; the prediction surface against each cell's own.
+    """
+    m = arr.m
+    i = 0
+    max_lat = 0.0
+    cost = 0.0
+    for q in range(n_ready):
+        v = ready[q]
+        j = act_model[v]
+        base = node_model_key(key0, v, j)
+        a0 = attempt_no[v * m + j]
+        for a in range(act_count[v]):
+            lat, succ, charge = draw_attempt(arr, v, j, fold(base, a0 + a))
+            lat_out[i] = lat
+            succ_out[i] = succ
+            charge_out[i] = charge
+            cost += charge
+            if lat > max_lat:
+                max_lat = lat
+            i += 1
+    return max_lat, cost
+
+
+@njit(cache=True, nogil=True)
 def launch_atomic(arr, st, ready, n_ready, act_model, act_count, lat_out, succ_out):
     """Atomic launch (MCPP): every ready node must get a count >= 1.
 
@@ -512,23 +542,8 @@ def launch_atomic(arr, st, ready, n_ready, act_model, act_count, lat_out, succ_o
             return True
         total += act_count[v]
     charges = np.empty(total, dtype=np.float64)
-    i = 0
-    max_lat = 0.0
-    cost = 0.0
-    for q in range(n_ready):
-        v = ready[q]
-        j = act_model[v]
-        base = node_model_key(st.key[0], v, j)
-        a0 = attempt_no[v * m + j]
-        for a in range(act_count[v]):
-            lat, succ, charge = draw_attempt(arr, v, j, fold(base, a0 + a))
-            lat_out[i] = lat
-            succ_out[i] = succ
-            charges[i] = charge
-            cost += charge
-            if lat > max_lat:
-                max_lat = lat
-            i += 1
+    max_lat, cost = draw_launch(arr, st.key[0], attempt_no, ready, n_ready, act_model, act_count, lat_out, succ_out,
+                                charges)  # fmt: skip
     if max_lat > scal[DEADLINE] - scal[T]:
         scal[T] = scal[DEADLINE]
         cnt[REASON] = DEADLINE_EXHAUSTED

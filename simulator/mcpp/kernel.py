@@ -366,7 +366,7 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
 
 
 @compiled_only
-def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
+def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
     One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
@@ -399,6 +399,11 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
     s_lo, s_hi : int
         Simulation indices to run (keys ``fold(pair_key, s)``; successive
         halving runs a pair in several slices).
+    rec_cost, rec_fin : float64 (s_hi - s_lo,) or (0,)
+        When not empty (the prediction surface, :func:`run_pairs_outcomes`):
+        each winning simulation writes its total cost (summed launch by
+        launch) and its finishing time there; the other entries are left
+        as the caller filled them. Empty: nothing is recorded.
 
     Returns
     -------
@@ -453,6 +458,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
         n_par[v] = parent_ptr[v + 1] - parent_ptr[v]
     # No inlined call below takes an array: each would cost an atomic
     # reference-count update per array and per call (see draw_flat).
+    record = rec_cost.shape[0] > 0
     wins = 0
     for s_idx in range(s_lo, s_hi):
         sim_key = fold(pair_key, s_idx)
@@ -480,6 +486,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
             nq += 1
         t = 0.0
         budget_left = budget
+        spent = 0.0  # what the launches charged (recorded for the surface)
         need = need0  # least cost of the first batches of the nodes not launched yet
         steps = 0
         first = True  # the candidate action (atomic launch over every ready node), then the member's
@@ -558,11 +565,15 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi):
                 if not alive:
                     break
                 budget_left -= cost
+                spent += cost
                 if prune and budget_left < need:
                     break
                 first = False
             if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)
                 wins += 1
+                if record:
+                    rec_cost[s_idx - s_lo] = spent
+                    rec_fin[s_idx - s_lo] = t
                 break
             if t >= horizon:
                 break
@@ -634,5 +645,19 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threa
 @njit(cache=True, nogil=True)
 def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
     """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
+    none = np.empty(0, dtype=np.float64)
     for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi)
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none)
+
+
+@njit(cache=True, nogil=True)
+def run_pairs_outcomes(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, out_cost, out_fin):
+    """:func:`run_pairs_serial` that also records each winning simulation's (total cost, finishing time).
+
+    ``out_cost`` and ``out_fin`` are float64 (N, s_hi - s_lo); entries of
+    simulations that fail keep what the caller put there (``inf``). What this
+    is for (one planner call deciding every (budget, deadline) cell at once)
+    and why it is exact: ``docs/surface.md``.
+    """
+    for i in range(pair_cand.shape[0]):
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, out_cost[i], out_fin[i])

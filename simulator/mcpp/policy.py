@@ -283,61 +283,11 @@ class MCPortfolioPolicy:
             key_trial, key_decision = STATE_TRIAL, digest
         else:
             key_trial, key_decision = view.trial, view.decision_index
-        models = self._models
-        ready = np.asarray(view.ready, dtype=np.int64)
-        gen = generate_candidates(
-            parr.available,
-            ready,
-            models,
-            P.base_ks,
-            P.random_free_n,
-            P.exact_cap,
-            P.max_candidate_actions,
-            candidates_key(view.seed, view.dag, key_trial, key_decision),
-            P.candidate_generator,
-        )
-        if gen is None:
+        prep = self.prepare(view, key_trial, key_decision)
+        if prep is None:
             return None
-        actions, mode, n_base = gen
-        cand_model, cand_count = actions_to_arrays(actions)
-        members = self.members()
-        mem_model = np.array([m for m, _ in members], dtype=np.int64)
-        mem_k = np.array([k for _, k in members], dtype=np.int64)
-        C, Pm = len(actions), len(members)
-
-        completed = np.asarray(view.completed, dtype=np.bool_)
-        parents_done = np.bincount(
-            tb.edge_child, weights=completed[parr.parent_idx].astype(np.float64), minlength=parr.n
-        ).astype(np.int64)
-        inf_node = np.asarray(view.inflight_node, dtype=np.int64)
-        inf_model = np.asarray(view.inflight_model, dtype=np.int64)
-        ptr = np.asarray(view.remaining_ptr, dtype=np.int64)
-        rem = np.asarray(view.remaining, dtype=np.float64)
-        inf_nrem = np.diff(ptr).astype(np.int64)
-        inf_end = np.array(
-            [float(rem[ptr[q] : ptr[q + 1]].max()) if inf_nrem[q] else 0.0 for q in range(len(inf_node))]
-        )
-        dec = DecisionState(
-            ready=ready,
-            cand_model=cand_model,
-            cand_count=cand_count,
-            mem_model=mem_model,
-            mem_k=mem_k,
-            completed=completed,
-            parents_done=parents_done,
-            inf_node=inf_node,
-            inf_model=inf_model,
-            inf_end=inf_end,
-            inf_nrem=inf_nrem,
-            inf_already=np.asarray(view.already_success, dtype=np.bool_),
-            budget=float(view.budget_left),
-            horizon=float(view.deadline - view.t),
-            key=np.uint64(make_key(view.seed, view.dag, key_trial, STREAM_PLANNER, key_decision, 0, 0)),
-            crn=P.evaluation in ("crn", "crn_halving") or P.time_limit_ms is not None,
-            prune=self.prune,
-            max_steps=int(P.max_rollout_steps),
-            per_attempt=self.per_attempt,
-        )
+        mode, n_base, cand_model, cand_count, members, dec = prep
+        C, Pm = cand_model.shape[0], len(members)
 
         def evaluate_on(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, parallel: bool) -> np.ndarray:
             out = np.zeros(len(pc), dtype=np.int64)
@@ -380,8 +330,8 @@ class MCPortfolioPolicy:
             best_c, best_p = int(pair_c[best_i]), int(pair_m[best_i])
         act_model = np.full(parr.n, -1, dtype=np.int64)
         act_count = np.zeros(parr.n, dtype=np.int64)
-        act_model[ready] = cand_model[best_c]
-        act_count[ready] = cand_count[best_c]
+        act_model[dec.ready] = cand_model[best_c]
+        act_count[dec.ready] = cand_count[best_c]
         decision = Decision(
             act_model=act_model,
             act_count=act_count,
@@ -401,6 +351,79 @@ class MCPortfolioPolicy:
         if P.reuse == "state":
             memo.put(digest, replace(decision, act_model=act_model.copy(), act_count=act_count.copy()))
         return decision
+
+    def prepare(self, view: DecisionView, key_trial: int | None = None, key_decision: int | None = None):
+        """Candidates, members and the kernel's :class:`DecisionState` of one decision (None: no action).
+
+        ``key_trial`` / ``key_decision`` key the draws (default: the view's
+        trial and decision index; ``reuse="state"`` passes the state's
+        digest). Returns ``(mode, n_base, cand_model, cand_count, members,
+        dec)``. The prediction surface (:mod:`simulator.surface`) calls it
+        with the largest budget and horizon of the cells that share a
+        state, and decides every cell from one evaluation.
+        """
+        if self._tables is None:
+            self.reset(view.arr, view.seed, view.dag, view.trial)
+        tb = self._tables
+        parr = tb.arr
+        P = self.params
+        if key_trial is None:
+            key_trial, key_decision = view.trial, view.decision_index
+        models = self._models
+        ready = np.asarray(view.ready, dtype=np.int64)
+        gen = generate_candidates(
+            parr.available,
+            ready,
+            models,
+            P.base_ks,
+            P.random_free_n,
+            P.exact_cap,
+            P.max_candidate_actions,
+            candidates_key(view.seed, view.dag, key_trial, key_decision),
+            P.candidate_generator,
+        )
+        if gen is None:
+            return None
+        actions, mode, n_base = gen
+        cand_model, cand_count = actions_to_arrays(actions)
+        members = self.members()
+        mem_model = np.array([m for m, _ in members], dtype=np.int64)
+        mem_k = np.array([k for _, k in members], dtype=np.int64)
+
+        completed = np.asarray(view.completed, dtype=np.bool_)
+        parents_done = np.bincount(
+            tb.edge_child, weights=completed[parr.parent_idx].astype(np.float64), minlength=parr.n
+        ).astype(np.int64)
+        inf_node = np.asarray(view.inflight_node, dtype=np.int64)
+        inf_model = np.asarray(view.inflight_model, dtype=np.int64)
+        ptr = np.asarray(view.remaining_ptr, dtype=np.int64)
+        rem = np.asarray(view.remaining, dtype=np.float64)
+        inf_nrem = np.diff(ptr).astype(np.int64)
+        inf_end = np.array(
+            [float(rem[ptr[q] : ptr[q + 1]].max()) if inf_nrem[q] else 0.0 for q in range(len(inf_node))]
+        )
+        dec = DecisionState(
+            ready=ready,
+            cand_model=cand_model,
+            cand_count=cand_count,
+            mem_model=mem_model,
+            mem_k=mem_k,
+            completed=completed,
+            parents_done=parents_done,
+            inf_node=inf_node,
+            inf_model=inf_model,
+            inf_end=inf_end,
+            inf_nrem=inf_nrem,
+            inf_already=np.asarray(view.already_success, dtype=np.bool_),
+            budget=float(view.budget_left),
+            horizon=float(view.deadline - view.t),
+            key=np.uint64(make_key(view.seed, view.dag, key_trial, STREAM_PLANNER, key_decision, 0, 0)),
+            crn=P.evaluation in ("crn", "crn_halving") or P.time_limit_ms is not None,
+            prune=self.prune,
+            max_steps=int(P.max_rollout_steps),
+            per_attempt=self.per_attempt,
+        )
+        return mode, n_base, cand_model, cand_count, members, dec
 
     def _anytime(self, evaluate_on, dec: DecisionState, members, pair_c, pair_m, deadline: float):
         """The anytime evaluation (:mod:`simulator.mcpp.anytime`): exact pruning, ranking, racing."""

@@ -1,0 +1,243 @@
+"""One MCPP trial for every (budget, deadline) cell at once: a tree of trajectories.
+
+Cells that took the same decisions have met the same draws (execution draws
+are keyed by (seed, DAG, trial, node, model, attempt), the planner's by
+(seed, DAG, trial, decision, ...)), so they share one engine state; only
+their remaining budget and deadline differ. A group of cells runs as one
+episode of :func:`simulator.engine.episode.run_policy_episode` (atomic
+launch, hard deadline), written for many cells:
+
+* the event loop runs with the group's latest deadline; a batch ending at
+  e ends every cell whose deadline is <= e (``deadline_exhausted``, makespan
+  = its deadline), as the cell's own loop would;
+* a decision is made for all the group's cells by one planner evaluation
+  (:func:`simulator.surface.decide.decide_cells`); cells that chose the
+  same candidate stay together, the others fork a copy of the state;
+* a launch is drawn once; per cell, the drawn latency beyond its time left
+  ends it ``deadline_exhausted``, else a cost beyond its budget left
+  ``budget_exhausted``, else it is charged attempt by attempt in the
+  engine's order (the same floating-point operations as the engine).
+
+The outcome of each cell (reason, makespan, total cost) is bit-identical to
+its own episode (``tests/test_surface.py``). The work grows with the number
+of branches of the tree, not with the number of cells.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.costs.arrays import DagArrays
+from simulator.engine.episode import DecisionView, _InflightAttempts
+from simulator.engine.loop import (
+    BUDGET_EXHAUSTED,
+    BUDGET_LEFT,
+    COMPLETED,
+    DEADLINE,
+    DEADLINE_EXHAUSTED,
+    DECISIONS,
+    ENDED,
+    EVENT_CAP,
+    EVENT_LIMIT,
+    MAX_EVENTS,
+    N_INFLIGHT,
+    NEED_DECISION_IDLE,
+    PLANNER_CALLS,
+    REASON,
+    RUNNING,
+    STALLED,
+    EpisodeState,
+    T,
+    advance,
+    draw_launch,
+    first_uncompletable,
+    launch_atomic,
+    new_state,
+    no_progress_reason,
+    ready_nodes,
+)
+from simulator.mcpp.policy import MCPortfolioPolicy
+from simulator.surface.decide import decide_cells
+
+
+@dataclass
+class CellOutcomes:
+    """Per cell (flattened budget-major: k = budget index x deadlines + deadline index) of one trial."""
+
+    reason: np.ndarray  # int64 codes into engine.REASONS
+    makespan: np.ndarray  # float64
+    total_cost: np.ndarray  # float64
+
+    @property
+    def success(self) -> np.ndarray:
+        return self.reason == COMPLETED
+
+
+def _copy_state(st: EpisodeState) -> EpisodeState:
+    return EpisodeState(*(a.copy() for a in st))
+
+
+def _copy_attempts(att: _InflightAttempts) -> _InflightAttempts:
+    out = _InflightAttempts(len(att.ends))
+    out.ends = list(att.ends)  # arrays are replaced, never changed in place: a shallow copy is enough
+    out.succ = list(att.succ)
+    return out
+
+
+class _Branch:
+    """Cells sharing one state: their indices, budgets left and deadlines."""
+
+    __slots__ = ("st", "att", "cells", "b")
+
+    def __init__(self, st, att, cells, b) -> None:
+        self.st, self.att, self.cells, self.b = st, att, cells, b
+
+
+def mcpp_trial_cells(
+    arr: DagArrays,
+    policy: MCPortfolioPolicy,
+    budgets: np.ndarray,
+    deadlines: np.ndarray,
+    seed: int,
+    dag: int,
+    trial: int,
+    stats: dict | None = None,
+) -> CellOutcomes:
+    """Every cell's outcome of MCPP trial ``trial`` (cells = budgets x deadlines, budget-major).
+
+    ``policy`` must plan with the atomic rule and the faithful or ``crn``
+    evaluation (what :func:`decide_cells` reproduces); ``stats`` (optional)
+    counts ``decisions`` (planner evaluations) and ``branches``.
+    """
+    B = np.repeat(np.asarray(budgets, dtype=np.float64), len(deadlines))
+    D = np.tile(np.asarray(deadlines, dtype=np.float64), len(budgets))
+    K = len(B)
+    reason = np.full(K, RUNNING, dtype=np.int64)
+    makespan = np.zeros(K)
+    left = B.copy()  # budget left at the end, per cell
+    n, m = arr.n, arr.m
+    st = new_state(n, m, math.inf, float(D.max()), seed, dag, trial)
+    st.cnt[EVENT_CAP] = MAX_EVENTS
+    policy.reset(arr, seed, dag, trial)
+    mask = np.zeros(m, dtype=np.bool_)
+    mask[policy.model_positions(arr)] = True
+    if first_uncompletable(arr, mask, False) >= 0:
+        reason[:] = STALLED
+        return CellOutcomes(reason, makespan, B - left)
+    ready_buf = np.empty(n, dtype=np.int64)
+    no_cap = np.full(n, np.inf)
+    stack = [_Branch(st, _InflightAttempts(n), np.arange(K), B.copy())]
+    if stats is not None:
+        stats.setdefault("decisions", 0)
+        stats.setdefault("branches", 0)
+        stats["branches"] += 1
+
+    def end(cells, b, why, t_end):
+        reason[cells] = why
+        makespan[cells] = t_end
+        left[cells] = b
+
+    while stack:
+        br = stack.pop()
+        st, att, cells, b = br.st, br.att, br.cells, br.b
+        while len(cells):
+            st.scal[DEADLINE] = D[cells].max()
+            code = advance(arr, st)
+            t = float(st.scal[T])
+            why = int(st.cnt[REASON])
+            if code == ENDED:
+                if why == COMPLETED or why == EVENT_LIMIT:
+                    # completion is checked before the deadline; the event limit only while t < D
+                    late = D[cells] < t if why == COMPLETED else D[cells] <= t
+                    end(cells[late], b[late], DEADLINE_EXHAUSTED, D[cells[late]])
+                    end(cells[~late], b[~late], why, t)
+                else:  # deadline_exhausted at the group's latest deadline: every cell at its own
+                    end(cells, b, DEADLINE_EXHAUSTED, D[cells])
+                break
+            late = D[cells] <= t  # the batch ending at t ends these cells' episodes at their deadlines
+            if late.any():
+                end(cells[late], b[late], DEADLINE_EXHAUSTED, D[cells[late]])
+                cells, b = cells[~late], b[~late]
+                if not len(cells):
+                    break
+                st.scal[DEADLINE] = D[cells].max()
+            n_ready = ready_nodes(arr, st, ready_buf)
+            decision_index = int(st.cnt[DECISIONS])
+            st.cnt[PLANNER_CALLS] += 1 if n_ready else 0
+            st.cnt[DECISIONS] += 1
+            choice = None
+            if n_ready:
+                nodes, models, already, ptr, remaining = att.view_arrays(st, t)
+                view = DecisionView(
+                    arr=arr, t=t, budget_left=float(b.max()), deadline=float(st.scal[DEADLINE]),
+                    completed=st.completed.copy(), ready=ready_buf[:n_ready].copy(), inflight_node=nodes,
+                    inflight_model=models, already_success=already, remaining_ptr=ptr, remaining=remaining,
+                    seed=seed, dag=dag, trial=trial, decision_index=decision_index,
+                )  # fmt: skip
+                if stats is not None:
+                    stats["decisions"] += 1
+                choice = decide_cells(policy, view, b, D[cells] - t)
+            if choice is None:
+                if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
+                    for q, c in enumerate(cells):  # the no-progress reason reads each cell's budget and deadline
+                        st.scal[BUDGET_LEFT], st.scal[DEADLINE] = b[q], D[c]
+                        end(np.array([c]), b[q : q + 1], no_progress_reason(arr, st, mask, False, no_cap), t)
+                    break
+                continue
+            cand, cand_model, cand_count, ready = choice
+            groups = np.unique(cand)
+            for gi, g in enumerate(groups):
+                sel = cand == g
+                if gi == len(groups) - 1:
+                    gst, gatt = st, att
+                else:
+                    gst, gatt = _copy_state(st), _copy_attempts(att)
+                    if stats is not None:
+                        stats["branches"] += 1
+                gcells, gb = _launch(arr, gst, gatt, ready, cand_model[g], cand_count[g], cells[sel], b[sel], D, t, end)
+                if gi == len(groups) - 1:
+                    cells, b = gcells, gb
+                elif len(gcells):
+                    stack.append(_Branch(gst, gatt, gcells, gb))
+            # the last group goes on in this loop
+    return CellOutcomes(reason, makespan, B - left)
+
+
+def _launch(arr, st, att, ready, row_model, row_count, cells, b, D, t, end):
+    """Launch one candidate for ``cells`` (atomic rule, each cell its own limits); the cells that go on."""
+    n = arr.n
+    act_model = np.full(n, -1, dtype=np.int64)
+    act_count = np.zeros(n, dtype=np.int64)
+    act_model[ready] = row_model
+    act_count[ready] = row_count
+    total = int(act_count[ready].clip(min=0).sum())
+    lat = np.empty(max(total, 1))
+    succ = np.empty(max(total, 1), dtype=np.bool_)
+    charge = np.empty(max(total, 1))
+    max_lat, cost = draw_launch(arr, st.key[0], st.attempt_no, ready, len(ready), act_model, act_count, lat, succ, charge)
+    late = max_lat > D[cells] - t
+    if late.any():
+        end(cells[late], b[late], DEADLINE_EXHAUSTED, D[cells[late]])
+    poor = ~late & (cost > b)
+    if poor.any():
+        end(cells[poor], b[poor], BUDGET_EXHAUSTED, t)
+    go = ~late & ~poor
+    cells, b = cells[go], b[go].copy()
+    if not len(cells):
+        return cells, b
+    for x in charge[:total]:  # the engine charges attempt by attempt: the same roundings
+        b -= x
+    st.scal[DEADLINE] = math.inf
+    st.scal[BUDGET_LEFT] = math.inf
+    if launch_atomic(arr, st, ready, len(ready), act_model, act_count, lat, succ):
+        raise RuntimeError("surface: a launch without limits ended the episode")  # cannot happen
+    i = 0
+    for v in ready:
+        c = int(act_count[v])
+        att.ends[v] = t + lat[i : i + c]
+        att.succ[v] = succ[i : i + c].copy()
+        i += c
+    return cells, b
