@@ -366,7 +366,7 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
 
 
 @compiled_only
-def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin):
+def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
     One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
@@ -404,6 +404,10 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin):
         each winning simulation writes its total cost (summed launch by
         launch) and its finishing time there; the other entries are left
         as the caller filled them. Empty: nothing is recorded.
+    min_wins : int
+        Stop (returning -1) as soon as fewer than ``min_wins`` successes
+        remain possible: the surface needs a pair only when it can beat a
+        cell's best so far. 0 (the planner): never.
 
     Returns
     -------
@@ -461,6 +465,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin):
     record = rec_cost.shape[0] > 0
     wins = 0
     for s_idx in range(s_lo, s_hi):
+        if wins + (s_hi - s_idx) < min_wins:
+            return -1
         sim_key = fold(pair_key, s_idx)
         n_completed = n_completed0
         for v in range(n):
@@ -647,17 +653,19 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
     """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
     none = np.empty(0, dtype=np.float64)
     for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none)
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, 0)
 
 
 @njit(cache=True, nogil=True)
-def run_pairs_outcomes(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, out_cost, out_fin):
+def run_pairs_outcomes(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, out_cost, out_fin, min_wins):
     """:func:`run_pairs_serial` that also records each winning simulation's (total cost, finishing time).
 
     ``out_cost`` and ``out_fin`` are float64 (N, s_hi - s_lo); entries of
-    simulations that fail keep what the caller put there (``inf``). What this
+    simulations that fail keep what the caller put there (``inf``); a pair
+    that cannot reach ``min_wins`` successes stops early with ``out_wins`` -1. What this
     is for (one planner call deciding every (budget, deadline) cell at once)
     and why it is exact: ``docs/surface.md``.
     """
     for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, out_cost[i], out_fin[i])
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, out_cost[i], out_fin[i],
+                                min_wins)

@@ -28,22 +28,24 @@ TOL = 1e-9
 
 
 @njit(cache=True, nogil=True)
-def _best_per_cell(wins_max, ib, jh, bands, cell_i, cell_j, nb, nh, corr_ptr, corr_i, corr_j):
+def _best_per_cell(wins_max, ib, jh, bands, cell_i, cell_j, nb, nh, corr_ptr, corr_i, corr_j, p0, best_w, best_p):
     """Per cell: the first pair with the strictly largest success count, and that count.
 
     ``ib[p, s]`` / ``jh[p, s]`` are the first budget / horizon indices where
     simulation s of pair p certainly succeeds (nb / nh: nowhere; failures have
     nb); the exact re-simulations of the uncertain (simulation, cell) pairs
     add their successes through ``corr_*`` (pair p's are
-    ``corr_ptr[p]:corr_ptr[p+1]``). A pair whose count at the largest cell
-    cannot beat every cell's best so far is skipped (counts only fall with
-    budget and horizon).
+    ``corr_ptr[p]:corr_ptr[p+1]``). Updates ``best_w`` / ``best_p`` in
+    place (pairs are numbered from ``p0``). A pair whose count at the
+    largest cell cannot beat every cell's best so far is skipped (counts
+    only fall with budget and horizon; -1: the kernel stopped it early).
     """
     K = cell_i.shape[0]
-    best_w = np.zeros(K, dtype=np.int64)
-    best_p = np.zeros(K, dtype=np.int64)
     table = np.zeros((nb + 1, nh + 1), dtype=np.int64)
-    lowest = 0
+    lowest = best_w[0]
+    for k in range(1, K):
+        if best_w[k] < lowest:
+            lowest = best_w[k]
     for p in range(wins_max.shape[0]):
         if wins_max[p] <= lowest:
             continue
@@ -67,12 +69,11 @@ def _best_per_cell(wins_max, ib, jh, bands, cell_i, cell_j, nb, nh, corr_ptr, co
             w = table[cell_i[k], cell_j[k]]
             if w > best_w[k]:
                 best_w[k] = w
-                best_p[k] = p
+                best_p[k] = p0 + p
         lowest = best_w[0]
         for k in range(1, K):
             if best_w[k] < lowest:
                 lowest = best_w[k]
-    return best_w, best_p
 
 
 def _first_certain(vals: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -103,14 +104,40 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     pair_c = np.repeat(np.arange(C, dtype=np.int64), Pm)
     pair_m = np.tile(np.arange(Pm, dtype=np.int64), C)
     N = C * Pm
+    K = len(budgets)
+    best_w = np.zeros(K, dtype=np.int64)
+    best_p = np.zeros(K, dtype=np.int64)
+    active = np.ones(K, dtype=bool)
+    lo = 0
+    step = max(Pm, N // 16)
+    while lo < N and active.any():
+        # the pairs in order, in chunks: a cell whose best is M can no longer change (strict maximum), so
+        # the next chunk is simulated at the largest still open cell, and a pair that cannot beat every
+        # open cell's best stops early (both exact: only each cell's first strict maximum is needed, and
+        # counts only fall with budget and horizon)
+        hi = min(N, lo + step)
+        b_open, h_open = budgets[active], horizons[active]
+        top = dec._replace(budget=float(b_open.max()), horizon=float(h_open.max()))
+        _evaluate_chunk(tb, top, pair_c[lo:hi], pair_m[lo:hi], M, int(best_w[active].min()) + 1, lo,
+                        b_open, h_open, best_w, best_p, active)  # fmt: skip
+        active &= best_w < M
+        lo = hi
+    cand = np.where(best_w > 0, pair_c[best_p], 0)
+    return cand, cand_model, cand_count, dec.ready
+
+
+def _evaluate_chunk(tb, dec, pc, pm, M, min_wins, p0, budgets, horizons, best_w, best_p, active) -> None:
+    """Simulate one chunk of pairs at ``dec``'s limits and update the open cells' best pairs."""
+    N = len(pc)
     wins = np.zeros(N, dtype=np.int64)
     cost = np.full((N, M), np.inf)
     fin = np.full((N, M), np.inf)
-    run_pairs_outcomes(tb.arr, tb.bounds, dec, pair_c, pair_m, 0, M, wins, cost, fin)
+    run_pairs_outcomes(tb.arr, tb.bounds, dec, pc, pm, 0, M, wins, cost, fin, min_wins)
     bvals, cell_i = np.unique(budgets, return_inverse=True)
     hvals, cell_j = np.unique(horizons, return_inverse=True)
     nb, nh = len(bvals), len(hvals)
     ok = np.isfinite(cost)
+    ok[wins < 0] = False  # stopped early: cannot change any cell
     ib, ib_lo = _first_certain(bvals, np.where(ok, cost, 0.0))
     jh, jh_lo = _first_certain(hvals, np.where(ok, fin, 0.0))
     ib[~ok] = nb
@@ -120,13 +147,12 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     corr_i = np.zeros(0, dtype=np.int64)
     corr_j = np.zeros(0, dtype=np.int64)
     if uncertain.any():
-        corr_ptr, corr_i, corr_j = _resimulate(tb, dec, pair_c, pair_m, uncertain, ib, ib_lo, jh, jh_lo,
+        corr_ptr, corr_i, corr_j = _resimulate(tb, dec, pc, pm, uncertain, ib, ib_lo, jh, jh_lo,
                                                cell_i, cell_j, bvals, hvals)  # fmt: skip
-    best_w, best_p = _best_per_cell(wins, ib.astype(np.int64), jh.astype(np.int64), bool(uncertain.any()),
-                                    cell_i.astype(np.int64), cell_j.astype(np.int64), nb, nh,
-                                    corr_ptr, corr_i, corr_j)  # fmt: skip
-    cand = np.where(best_w > 0, pair_c[best_p], 0)
-    return cand, cand_model, cand_count, dec.ready
+    bw, bp = best_w[active], best_p[active]
+    _best_per_cell(wins, ib.astype(np.int64), jh.astype(np.int64), bool(uncertain.any()), cell_i.astype(np.int64),
+                   cell_j.astype(np.int64), nb, nh, corr_ptr, corr_i, corr_j, p0, bw, bp)  # fmt: skip
+    best_w[active], best_p[active] = bw, bp
 
 
 def _resimulate(tb, dec, pair_c, pair_m, uncertain, ib, ib_lo, jh, jh_lo, cell_i, cell_j, bvals, hvals):

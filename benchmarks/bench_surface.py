@@ -1,0 +1,150 @@
+"""Prediction surface: CPU time of the tree of trajectories vs cell-by-cell evaluation, in one run.
+
+Run by hand::
+
+    python -m benchmarks.bench_surface [--pool P --dag I] [--budgets lo:hi:n] [--deadlines lo:hi:n]
+        [--trials N] [--tree-trials T] [--sample-cells S] [--sample-trials U]
+
+Default workload: the 100 x 100 x 100-trial MCPP surface of a 9-node,
+4-model layered DAG (``simulator.engine.testing.layered_dag``, seed 9, 12
+empirical rows per (node, model)) in token mode, budgets 0.05-10 x its
+nominal budget and deadlines 0.05-10 x its nominal deadline (log-spaced),
+with the harness's MCPP settings (M = 64, 2048 candidates). ``--pool`` /
+``--dag`` take a real pool's DAG instead (axes as multiples of its nominal
+scales unless given as absolute ``lo:hi:n``).
+
+Both sides are measured on one core (``NUMBA_NUM_THREADS=1`` is set before
+numba loads), in CPU seconds of this process, after a warm-up that compiles
+every kernel:
+
+* the surface: the trees of ``--tree-trials`` trials (default: all), scaled
+  to ``--trials`` when fewer are run;
+* cell by cell: ``--sample-cells`` cells drawn at random (seeded) x
+  ``--sample-trials`` trials, each an ordinary MCPP episode
+  (``run_policy_episode``, what the grid and ``predict`` run); its mean CPU
+  time per episode x cells x trials is the cell-by-cell estimate.
+
+The sampled episodes are also checked against the tree's outcomes for the
+same cells and trials (they must be identical). Writes
+``benchmarks/results_surface.json``; the last line printed is
+``speedup: <ratio>x``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from simulator.base.io_utils import atomic_write_json  # noqa: E402
+from simulator.costs.arrays import CostSetting, dag_arrays  # noqa: E402
+from simulator.costs.nominal import nominal_budget, nominal_deadline  # noqa: E402
+from simulator.engine.episode import run_policy_episode  # noqa: E402
+from simulator.engine.loop import REASONS  # noqa: E402
+from simulator.engine.testing import layered_dag  # noqa: E402
+from simulator.pools.pool import load_pool, pool_from_objects  # noqa: E402
+from simulator.simulate import policy_for  # noqa: E402
+from simulator.surface.tree import mcpp_trial_cells  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results_surface.json"
+MCPP_PARAMS = {"max_candidate_actions": 2048}  # the harness's default (the policy's own is 260)
+
+
+def axis(text: str, nominal: float) -> np.ndarray:
+    """``lo:hi:n`` log-spaced; ``r`` before lo makes lo and hi multiples of the nominal scale."""
+    ratio = text.startswith("r")
+    lo, hi, n = text.lstrip("r").split(":")
+    vals = np.geomspace(float(lo), float(hi), int(n))
+    return vals * nominal if ratio else vals
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_surface", description=__doc__.split("\n")[0])
+    ap.add_argument("--pool", help="pool JSONL (default: a built 9-node 4-model DAG)")
+    ap.add_argument("--dag", type=int, default=0)
+    ap.add_argument("--budgets", default="r0.05:10:100", help="lo:hi:n (r prefix: x nominal budget)")
+    ap.add_argument("--deadlines", default="r0.05:10:100", help="lo:hi:n (r prefix: x nominal deadline)")
+    ap.add_argument("--trials", type=int, default=100)
+    ap.add_argument("--tree-trials", type=int, default=None, help="trees actually run (default: --trials)")
+    ap.add_argument("--sample-cells", type=int, default=8)
+    ap.add_argument("--sample-trials", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--out", default=str(OUT))
+    a = ap.parse_args(argv)
+    if a.pool:
+        pool, dag = load_pool(a.pool), a.dag
+    else:
+        pool, dag = pool_from_objects([layered_dag(9, n_nodes=9, width=3)]), 0
+    arr = dag_arrays(pool, dag, CostSetting())
+    budgets = axis(a.budgets, nominal_budget(arr, ""))
+    deadlines = axis(a.deadlines, nominal_deadline(arr, ""))
+    names = pool[dag].model_ids
+    tree_pol, _ = policy_for("mc_portfolio_rollout", MCPP_PARAMS, None, names)
+    cell_pol, _ = policy_for("mc_portfolio_rollout", MCPP_PARAMS, None, names)
+    # warm-up: compile every kernel both sides use (not timed)
+    mcpp_trial_cells(arr, tree_pol, budgets[:2], deadlines[:2], a.seed, dag, 10**6)
+    run_policy_episode(arr, cell_pol, float(budgets[-1]), float(deadlines[-1]), a.seed, dag, 10**6)
+
+    n_tree = a.tree_trials or a.trials
+    stats: dict = {}
+    outs = {}
+    c0 = time.process_time()
+    for trial in range(n_tree):
+        outs[trial] = mcpp_trial_cells(arr, tree_pol, budgets, deadlines, a.seed, dag, trial, stats)
+    tree_cpu = time.process_time() - c0
+    tree_total = tree_cpu * a.trials / n_tree
+
+    rng = np.random.default_rng(0)
+    nb, nd = len(budgets), len(deadlines)
+    cells = rng.choice(nb * nd, size=min(a.sample_cells, nb * nd), replace=False)
+    trials = list(range(min(a.sample_trials, n_tree)))
+    c0 = time.process_time()
+    mismatches = 0
+    for k in cells:
+        B, D = float(budgets[k // nd]), float(deadlines[k % nd])
+        for trial in trials:
+            r = run_policy_episode(arr, cell_pol, B, D, a.seed, dag, trial)
+            o = outs[trial]
+            mismatches += (REASONS[o.reason[k]], o.makespan[k], o.total_cost[k]) != (
+                r.termination_reason, r.makespan, r.total_cost)
+    cell_cpu = time.process_time() - c0
+    per_episode = cell_cpu / (len(cells) * len(trials))
+    cell_total = per_episode * nb * nd * a.trials
+    speedup = cell_total / tree_total
+    result = {
+        "workload": {
+            "dag": pool[dag].problem_id, "n_nodes": arr.n, "models": list(names), "pool": a.pool or "built",
+            "budgets": [float(budgets[0]), float(budgets[-1]), nb], "deadlines": [float(deadlines[0]),
+            float(deadlines[-1]), nd], "trials": a.trials, "tree_trials_run": n_tree, "mcpp": MCPP_PARAMS,
+        },
+        "surface_cpu_s": tree_total,
+        "surface_cpu_s_measured": tree_cpu,
+        "tree_decisions_per_trial": stats["decisions"] / n_tree,
+        "tree_branches_per_trial": stats["branches"] / n_tree,
+        "cell_sample": {"cells": len(cells), "trials": len(trials), "cpu_s": cell_cpu, "cpu_s_per_episode": per_episode},
+        "cell_by_cell_cpu_s_estimate": cell_total,
+        "speedup": speedup,
+        "sample_mismatches": int(mismatches),
+        "published_set_cpu_hours_at_this_speed": tree_total / 3600 * 462 * 100 * 100 / (nb * nd) * 100 / a.trials,
+        "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }  # fmt: skip
+    atomic_write_json(a.out, result)
+    print(json.dumps(result, indent=1))
+    if mismatches:
+        print(f"error: {mismatches} sampled episodes differ from the surface")
+        return 1
+    print(f"speedup: {speedup:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
