@@ -1,7 +1,7 @@
 """``run_experiment.sh ACTION``: the one entry point users drive.
 
 Actions: prepare, shard N, local (= all), auto, slurm, status, resume, merge,
-analyze, report, claims, paper, help. Settings come from the environment variables of
+analyze, report, claims, paper, surface-serve, help. Settings come from the environment variables of
 ``docs/harness.md`` and are read ONLY by ``prepare`` (``local``/``all``/
 ``slurm`` prepare first); every other action reads the run directory
 (``RUN_DIR``, else ``$RESULTS_ROOT/$RUN_NAME``).
@@ -43,6 +43,8 @@ actions:
                    (runs: arguments or RUN_NAMES, names under RESULTS_ROOT or directories; docs/claims.md)
   paper            the paper grid (PAPER_CONFIG, default configs/paper_grid.env) end to end: one run per
                    (mode, noise level), then the claims report (--dry-run: list the runs only)
+  surface-serve    serve the run's prediction-surface page (<run>/surface/) on 127.0.0.1:SURFACE_PORT
+                   and print its URL (docs/surface.md)
   help             this text and the settings
 
 settings (environment variables; each action checks the ones it reads before it starts, and refuses
@@ -267,6 +269,12 @@ def act_paper(args, v) -> int:
     return run_paper(dry_run=args.dry_run)
 
 
+def act_surface_serve(args, v) -> int:
+    from .surface.page import serve
+
+    return serve(os.path.join(run_dir_from_env(settings=v).path, "surface"), v["SURFACE_PORT"])
+
+
 def act_prepare(args, v) -> int:
     from .prepare import prepare
 
@@ -289,6 +297,7 @@ ACTIONS = {
     "report": act_report,
     "claims": act_claims,
     "paper": act_paper,
+    "surface-serve": act_surface_serve,
 }
 
 

@@ -442,6 +442,9 @@ VARIABLES: tuple[Var, ...] = (
         "planning noise changes MCPP only)", "paper"),
     Var("PAPER_BACKEND", "local", Choice(("local", "slurm")), "`paper`: run here, or submit each run to SLURM "
         "(then run the printed `claims` command)", "paper"),
+    # --- the prediction-surface page (docs/surface.md) -------------------------------------------------------------
+    Var("SURFACE_PORT", "8000", Integer(lo=0, hi=65535), "port of `surface-serve` on 127.0.0.1 (0 = any free "
+        "port)", "surface_serve"),
 )  # fmt: skip
 
 BY_NAME: dict[str, Var] = {v.name: v for v in VARIABLES}
@@ -464,6 +467,7 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
     "merge": ("rundir",),
     "analyze": ("rundir",),
     "report": ("rundir",),
+    "surface-serve": ("rundir", "surface_serve"),
 }
 
 #: An environment variable under one of these prefixes must be a harness variable (a typo is refused with the
@@ -539,6 +543,7 @@ GROUP_TITLES = {
     "slurm": "SLURM submission",
     "claims": "claims report",
     "paper": "paper grid",
+    "surface_serve": "prediction-surface page",
 }
 
 
