@@ -134,6 +134,10 @@ def www(tmp_path_factory):
     del m["n_trials"]
     (pub.data_dir / pub.queries[1]["matrix_path"]).write_text(json.dumps(m), encoding="utf-8")
     write_page(root / "pageonly")
+    approx = write_surface(root / "approx", n_queries=2, n_budgets=3, n_deadlines=4, seed=3)
+    man = json.loads((approx.data_dir / "manifest.json").read_text(encoding="utf-8"))
+    man["approximation"] = {"description": "MCPP planned with M = 8 simulations (the faithful M is 64)"}
+    (approx.data_dir / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
     server = make_server(root, 0)  # what surface-serve runs, on a free port
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield {"url": f"http://127.0.0.1:{server.server_address[1]}/", "root": root, "small": small, "published": pub}
@@ -442,11 +446,34 @@ def test_published_layout_from_data_folder_hides_what_it_lacks(driver, www, tmp_
 def test_data_query_parameter_points_at_another_folder(driver, www):
     _open(driver, www["url"] + "pageonly/?data=/small/", "codeflow_000")
     assert "12 problems" in _text(driver, "dataset-badge")
+    assert not _visible(driver, "approx-badge")  # approximation: null
+    # a relative folder, and a non-null approximation is labelled
+    _open(driver, www["url"] + "pageonly/?data=../approx", "codeflow_000")
+    assert "2 problems" in _text(driver, "dataset-badge") and "3 × 4 grid" in _text(driver, "dataset-badge")
+    assert _visible(driver, "approx-badge")
+    assert _text(driver, "approx-badge") == "approximate: MCPP planned with M = 8 simulations (the faithful M is 64)"
     # no manifest anywhere: one readable error instead of an empty page
     driver.get(www["url"] + "pageonly/")
     _wait(driver, "document.body.dataset.ready")
     assert driver.execute_script("return document.body.dataset.ready") == "error"
     assert "no manifest.json" in _text(driver, "error")
+
+
+def test_narrow_window_stacks_panels_and_keeps_the_list(driver, www):
+    from selenium.webdriver.common.by import By
+
+    try:
+        for width in (1400, 600):
+            driver.set_window_size(width, 1000)
+            _open(driver, www["url"] + "small/", "codeflow_000")
+            first = driver.find_element(By.CSS_SELECTOR, "#problem-list button")
+            assert first.is_displayed() and first.size["height"] > 10, width
+            canvas, aside = _el(driver, "heatmap"), driver.find_element(By.CSS_SELECTOR, "aside.problems")
+            assert canvas.size["width"] <= width
+            below = canvas.location["y"] > aside.location["y"] + aside.size["height"]
+            assert below == (width == 600)  # one column on a narrow window, the list beside the map otherwise
+    finally:
+        driver.set_window_size(1400, 1000)
 
 
 @pytest.fixture(scope="module")

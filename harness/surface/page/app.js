@@ -402,6 +402,10 @@
     ctx.restore();
 
     renderLegend(range);
+    var here = cell(grid, S.b, S.d);
+    canvas.setAttribute("aria-label", (S.view === "diff" ? "heatmap of " + methodById(S.method).display_name +
+      " minus the best baseline" : "heatmap of the success rate") + " over " + nb + " budgets and " + nd +
+      " deadlines; chosen cell: " + (S.view === "diff" ? fmtPoints(here) : fmtPct(here)));
   }
 
   function renderLegend(range) {
