@@ -34,6 +34,8 @@ from harness.surface.page import ASSETS, ASSETS_DIR, make_server, write_page
 from tests.conftest import ROOT
 from tests.surface_data import METHODS, write_surface
 
+pytestmark = pytest.mark.timeout(300)  # a hung browser or server fails the test instead of the whole run
+
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 VIRIDIS_0, VIRIDIS_100 = (0x44, 0x01, 0x54), (0xFD, 0xE7, 0x25)
 
@@ -138,6 +140,8 @@ def www(tmp_path_factory):
     man = json.loads((approx.data_dir / "manifest.json").read_text(encoding="utf-8"))
     man["approximation"] = {"description": "MCPP planned with M = 8 simulations (the faithful M is 64)"}
     (approx.data_dir / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
+    (root / "corrupt").mkdir()
+    (root / "corrupt" / "manifest.json").write_text('{"dataset": ', encoding="utf-8")
     server = make_server(root, 0)  # what surface-serve runs, on a free port
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield {"url": f"http://127.0.0.1:{server.server_address[1]}/", "root": root, "small": small, "published": pub}
@@ -457,6 +461,24 @@ def test_data_query_parameter_points_at_another_folder(driver, www):
     _wait(driver, "document.body.dataset.ready")
     assert driver.execute_script("return document.body.dataset.ready") == "error"
     assert "no manifest.json" in _text(driver, "error")
+    driver.get(www["url"] + "pageonly/?data=/corrupt")
+    _wait(driver, "document.body.dataset.ready")
+    assert _text(driver, "error").startswith("/corrupt/manifest.json: not valid JSON")
+
+
+def test_page_works_from_python_m_http_server(driver, www):
+    """The plain way: ``python -m http.server`` in the surface folder, nothing of ours on the server side."""
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"],
+                            cwd=www["small"].page_dir, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = re.search(r"port (\d+)", proc.stdout.readline()).group(1)
+        _open(driver, f"http://127.0.0.1:{port}/", "codeflow_000")
+        assert _text(driver, "success-value").endswith("%") or _text(driver, "success-value") == "–"
+        assert "12 problems" in _text(driver, "dataset-badge")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_narrow_window_stacks_panels_and_keeps_the_list(driver, www):

@@ -56,7 +56,7 @@
   function getJSON(url) {
     return fetch(url).then(function (r) {
       if (!r.ok) { var e = new Error(url + ": HTTP " + r.status); e.status = r.status; throw e; }
-      return r.json();
+      return r.json().catch(function (err) { throw new Error(url + ": not valid JSON (" + err.message + ")"); });
     });
   }
 
@@ -69,10 +69,12 @@
     }
     return getJSON("manifest.json").then(
       function (m) { return { base: "", manifest: m }; },
-      function () {
+      function (err) {
+        if (err.status !== 404) throw err;  // there but unreadable: say so rather than look elsewhere
         return getJSON("data/manifest.json").then(
           function (m) { return { base: "data/", manifest: m }; },
-          function () {
+          function (err2) {
+            if (err2.status !== 404) throw err2;
             throw new Error("no manifest.json next to this page nor in data/ (open the page with ?data=DIR " +
               "to read another folder)");
           });
