@@ -21,6 +21,11 @@ def main(argv=None) -> int:
         description="Simulate one shard: a budget group (budget + its deadlines) x a DAG slice x all "
         "trials x all methods; writes <out-dir>/<group>/dag_<row>.jsonl per DAG.",
     )
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--surface"]:  # a shard of a prediction-surface job (harness/surface/job.py)
+        from harness.surface.job import surface_shard_main
+
+        return surface_shard_main(argv[1:])
     add_shard_arguments(ap)
     args = ap.parse_args(argv)
     return run_cli(lambda: run_shard(spec_from_args(args)) and 0)

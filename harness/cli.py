@@ -43,6 +43,9 @@ actions:
                    (runs: arguments or RUN_NAMES, names under RESULTS_ROOT or directories; docs/claims.md)
   paper            the paper grid (PAPER_CONFIG, default configs/paper_grid.env) end to end: one run per
                    (mode, noise level), then the claims report (--dry-run: list the runs only)
+  surface          compute the prediction surface of the pool's DAGs (SURFACE_* settings; sharded, resumable)
+                   with N_WORKERS local workers, merge it into <run>/surface/ with its page (--slurm: submit
+                   the shards instead; then `RUN_DIR=<run>/surface_job ... auto` or SLURM, and `surface --merge`)
   surface-serve    serve the run's prediction-surface page (<run>/surface/) on 127.0.0.1:SURFACE_PORT
                    and print its URL (docs/surface.md)
   help             this text and the settings
@@ -269,6 +272,42 @@ def act_paper(args, v) -> int:
     return run_paper(dry_run=args.dry_run)
 
 
+def act_surface(args, v) -> int:
+    from .surface.files import merge_surface
+    from .surface.job import JOB_DIR, prepare_surface, resolve_surface
+
+    rd = run_dir_from_env(settings=v)
+    if args.merge:
+        merge_surface(rd.path)
+        return 0
+    cfg, run_cfg = resolve_surface()  # every setting, checked before any work
+    from .rundir import RunDir
+    from .status import release_dead_claims
+    from .worker import run_local
+
+    job = RunDir(prepare_surface(rd.path, cfg, run_cfg))
+    release_dead_claims(job)
+    if args.slurm:
+        from .slurm import submit
+
+        submit(job, v)
+        print(f"then: bash run_experiment.sh surface --merge   (RUN_DIR={rd.path})")
+        return 0
+    n = v["N_WORKERS"] or variables.cores()
+    print(f"surface: {len(job.shards)} shards, {n} worker process(es), {JOB_DIR}/ in {rd.path}", flush=True)
+    run_local(job, n, worker_options(v), progress=not args.no_progress)
+    from .state import ShardState
+
+    st = ShardState(job.state)
+    if not all(st.is_done(s.shard_id) for s in job.shards):
+        from .status import unfinished_message
+
+        print(unfinished_message(job, v["STALE_SECONDS"]), file=sys.stderr)
+        return 1
+    merge_surface(rd.path)
+    return 0
+
+
 def act_surface_serve(args, v) -> int:
     from .surface.page import serve
 
@@ -298,6 +337,7 @@ ACTIONS = {
     "claims": act_claims,
     "paper": act_paper,
     "surface-serve": act_surface_serve,
+    "surface": act_surface,
 }
 
 
@@ -327,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="prepare: replace a different configuration")
     ap.add_argument("--no-prepare", action="store_true", help="local/slurm: use the prepared run as is")
     ap.add_argument("--no-progress", action="store_true", help="local: no progress bars")
+    ap.add_argument("--merge", action="store_true", help="surface: only merge the computed parts")
+    ap.add_argument("--slurm", action="store_true", help="surface: submit the shards to SLURM")
     ap.add_argument("--retry-failed", action="store_true", help="resume: make failed shards pending again")
     ap.add_argument("--stale-seconds", default=None, help="resume: heartbeat age threshold (s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="status: list every shard")

@@ -91,6 +91,10 @@ class RunDir:
     @cached_property
     def shards(self) -> list[ShardSpec]:
         """The shards, their outputs and progress files inside this directory (wherever it is now)."""
+        if self.run.get("kind") == "surface":  # a prediction-surface job (harness/surface/job.py): same machinery
+            from .surface.job import SurfaceShard
+
+            return [SurfaceShard.from_json(s).relative_to(self.path) for s in self.run["shards"]]
         return [ShardSpec.from_json(s).relative_to(self.path) for s in self.run["shards"]]
 
     def job_lines(self) -> list[str]:

@@ -442,6 +442,14 @@ VARIABLES: tuple[Var, ...] = (
         "planning noise changes MCPP only)", "paper"),
     Var("PAPER_BACKEND", "local", Choice(("local", "slurm")), "`paper`: run here, or submit each run to SLURM "
         "(then run the printed `claims` command)", "paper"),
+    # --- the prediction-surface job (docs/surface.md) --------------------------------------------------------------
+    Var("SURFACE_METHODS", "mc_portfolio_rollout", Text(), "methods of `surface` (as `METHOD_SET`: names, sets, "
+        "variants); the first is the one in `success_pct`", "surface"),
+    Var("SURFACE_BUDGETS", "", Text(), "budget axis of `surface`: `lo:hi:n` (log-spaced) or increasing numbers "
+        "(unset: 0.02:20:100 dollars in money mode, else 0.2 x the smallest to 5 x the largest nominal budget, "
+        "100 log-spaced)", "surface"),
+    Var("SURFACE_DEADLINES", "", Text(), "deadline axis of `surface` in seconds: `lo:hi:n` or increasing numbers "
+        "(unset: 30:7200:100)", "surface"),
     # --- the prediction-surface page (docs/surface.md) -------------------------------------------------------------
     Var("SURFACE_PORT", "8000", Integer(lo=0, hi=65535), "port of `surface-serve` on 127.0.0.1 (0 = any free "
         "port)", "surface_serve"),
@@ -468,6 +476,7 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
     "analyze": ("rundir",),
     "report": ("rundir",),
     "surface-serve": ("rundir", "surface_serve"),
+    "surface": (*PREPARE_GROUPS, "surface", "local", "worker", "stale", "slurm"),
 }
 
 #: An environment variable under one of these prefixes must be a harness variable (a typo is refused with the
@@ -476,7 +485,7 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
 CHECKED_PREFIXES = (
     "MC_PORTFOLIO_", "PLANNING_", "BASELINE_", "BUDGET_", "DEADLINE_", "LATENCY_", "DAG_", "DAGS_", "N_EXEC_",
     "HEARTBEAT_", "STALE_", "MAX_SHARD_", "RESULTS_", "USE_DAG_", "PRICE_", "DEFAULT_PRICE_", "METHOD_", "SLURM_",
-    "LOADER_", "CLAIMS_", "PAPER_",
+    "LOADER_", "CLAIMS_", "PAPER_", "SURFACE_",
 )  # fmt: skip
 #: SLURM_* names SLURM sets or reads itself (families by prefix); never refused.
 SLURM_OWN_PREFIXES = (
@@ -543,6 +552,7 @@ GROUP_TITLES = {
     "slurm": "SLURM submission",
     "claims": "claims report",
     "paper": "paper grid",
+    "surface": "prediction-surface job",
     "surface_serve": "prediction-surface page",
 }
 

@@ -86,6 +86,8 @@ def warm_up(
     if n_workers < 2 or not prewarm.enabled() or not rd.shards:
         return None
     spec = rd.shard(0)
+    if not hasattr(spec, "methods"):  # a prediction-surface job: its shards compile as they go
+        return None
     groups = groups_to_warm(spec.methods, spec.execution_rules)
     if not groups:
         return None
