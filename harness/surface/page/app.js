@@ -552,7 +552,8 @@
       btn.dataset.index = String(i);
       btn.dataset.queryId = q.query_id;
       var pid = document.createElement("span"); pid.className = "pid"; pid.textContent = q.problem_id || q.query_id;
-      var title = document.createElement("span"); title.className = "ptitle"; title.textContent = q.title || "";
+      var title = document.createElement("span"); title.className = "ptitle";
+      title.textContent = q.title && q.title !== q.problem_id ? q.title : "";  // a title repeating the id: once
       btn.append(pid, title);
       btn.addEventListener("click", function () { select(i, performance.now()); });
       li.append(btn);
@@ -581,7 +582,8 @@
     var q = S.queries[i];
     S.qi = i;
     S.buttons.forEach(function (b, k) { b.setAttribute("aria-current", k === i ? "true" : "false"); });
-    setText("problem-title", (q.problem_id ? q.problem_id + " · " : "") + (q.title || q.query_id));
+    var name = q.title || q.query_id;
+    setText("problem-title", (q.problem_id && q.problem_id !== name ? q.problem_id + " · " : "") + name);
     var meta = [q.query_id];
     if (q.n_nodes != null) meta.push(q.n_nodes + " subtasks");
     if (q.dag_index != null) meta.push("DAG " + q.dag_index);
