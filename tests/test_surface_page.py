@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from harness.surface.page import ASSETS, ASSETS_DIR, make_server, write_page
-from tests.conftest import ROOT
+from tests.harness_util import HARNESS, ROOT, clean_env, harness
 from tests.surface_data import METHODS, write_surface
 
 pytestmark = pytest.mark.timeout(300)  # a hung browser or server fails the test instead of the whole run
@@ -66,29 +66,21 @@ def test_write_page_writes_the_three_assets_without_external_references(tmp_path
     assert 'src="app.js"' in html and 'href="style.css"' in html
 
 
-def _serve_cli(env):
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "surface-serve"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def test_surface_serve_refuses_a_run_without_surface_in_one_line(tmp_path):
-    env = {**os.environ, "RUN_DIR": str(tmp_path / "run"), "SURFACE_PORT": "0"}
     (tmp_path / "run").mkdir()
-    res = subprocess.run([sys.executable, "-m", "harness.cli", "surface-serve"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60)
+    res = harness("surface-serve", {"RUN_DIR": tmp_path / "run", "SURFACE_PORT": 0}, check=False, timeout=60)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "no prediction surface" in lines[0] and "surface" in lines[0], res.stderr
-    bad = subprocess.run([sys.executable, "-m", "harness.cli", "surface-serve"], cwd=ROOT,
-                         env={**env, "SURFACE_PORT": "70000"}, capture_output=True, text=True, timeout=60)
+    assert len(lines) == 1 and "no prediction surface" in lines[0] and "run_experiment.sh surface" in lines[0]
+    bad = harness("surface-serve", {"RUN_DIR": tmp_path / "run", "SURFACE_PORT": 70000}, check=False, timeout=60)
     assert bad.returncode == 2 and "SURFACE_PORT" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_surface_serve_prints_its_url_and_serves_page_and_data(tmp_path):
     run = tmp_path / "run"
     write_surface(run / "surface", n_queries=2, n_budgets=3, n_deadlines=4)  # no page yet: serve writes it
-    env = {**os.environ, "RUN_DIR": str(run), "SURFACE_PORT": "0"}
-    proc = _serve_cli(env)
+    proc = subprocess.Popen(["bash", HARNESS, "surface-serve"], env=clean_env(RUN_DIR=run, SURFACE_PORT=0),
+                            cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = ""
         deadline = time.monotonic() + 30
@@ -102,7 +94,7 @@ def test_surface_serve_prints_its_url_and_serves_page_and_data(tmp_path):
         assert manifest["query_count"] == 2
         assert urllib.request.urlopen(url + "app.js", timeout=10).headers["Content-Type"].endswith("javascript")
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # bash execs the interpreter: the signal reaches the server
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "stopped" in out
@@ -496,6 +488,40 @@ def test_narrow_window_stacks_panels_and_keeps_the_list(driver, www):
             assert below == (width == 600)  # one column on a narrow window, the list beside the map otherwise
     finally:
         driver.set_window_size(1400, 1000)
+
+
+@pytest.mark.slow
+def test_page_reads_the_surface_jobs_own_output(driver, tmp_path):
+    """The real job's files (``bash run_experiment.sh surface``), not generated ones: the contract holds."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    harness("surface", {"DAG_POOL_PATH": os.path.join(ROOT, "examples", "example_pool.jsonl"),
+                        "RESULTS_ROOT": tmp_path, "RUN_NAME": "t", "N_DAGS": 2, "N_EXEC_TRIALS": 4,
+                        "N_WORKERS": 2, "SURFACE_METHODS": "mc_portfolio_rollout,sequential_4",
+                        "SURFACE_BUDGETS": "2000:20000:3", "SURFACE_DEADLINES": "20:200:3"}, "--no-progress")
+    surface = tmp_path / "t" / "surface"
+    assert all((surface / name).is_file() for name in ASSETS)  # the job wrote the page
+    server = make_server(surface, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        queries = json.loads((surface / "queries.json").read_text(encoding="utf-8"))
+        _open(driver, f"http://127.0.0.1:{server.server_address[1]}/", queries[0]["query_id"])
+        q = queries[1]
+        _pick(driver, q["title"], q["query_id"])
+        _el(driver, "budget").send_keys(Keys.END)
+        _el(driver, "deadline").send_keys(Keys.HOME, Keys.ARROW_RIGHT)
+        m = json.loads((surface / q["matrix_path"]).read_text(encoding="utf-8"))
+        cellm = {k: v[2][1] for k, v in m["methods"]["mc_portfolio_rollout"].items()}
+        assert _text(driver, "success-value") == f"{cellm['success_pct']}%"
+        assert _text(driver, "interval") == (f"95% interval {cellm['wilson_low_pct']:.1f}–"
+                                             f"{cellm['wilson_high_pct']:.1f}% (Wilson)")
+        assert _text(driver, "budget-value").endswith(" tokens")
+        Select(_el(driver, "method")).select_by_value("sequential_4")
+        assert _text(driver, "success-value") == f"{m['methods']['sequential_4']['success_pct'][2][1]}%"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="module")
