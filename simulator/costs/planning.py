@@ -50,6 +50,24 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def shift_row_successes(row_succ: np.ndarray, lo: int, hi: int, old: float, new: float, key) -> float:
+    """Flip success flags of rows ``lo:hi`` (in place, keyed uniforms 100.. of ``key``) towards rate ``new``.
+
+    A failed row becomes a success with probability (new - old) / (1 - old)
+    when the rate rises, a success a failure with probability (old - new) / old
+    when it falls, so the rows keep their latency and cost and their expected
+    success rate becomes ``new``. Returns the rows' new success rate. Used by
+    the planning noise and by the live executor's posterior update.
+    """
+    for r in range(lo, hi):
+        u = uniform(key, 100 + r - lo)
+        if new > old and not row_succ[r] and u < (new - old) / (1 - old):
+            row_succ[r] = True
+        elif new < old and row_succ[r] and u < (old - new) / old:
+            row_succ[r] = False
+    return float(row_succ[lo:hi].mean())
+
+
 def noisy_arrays(arr: DagArrays, planning: Mapping[str, Any], dag: int) -> DagArrays:
     """Execution arrays with the noise of ``planning`` applied (keyed by seed, DAG, node, model)."""
     return _noisy(arr, validate_planning(planning), dag)
@@ -79,14 +97,7 @@ def _noisy(arr: DagArrays, cfg: Mapping[str, Any], dag: int) -> DagArrays:
             row_lat[lo:hi] *= f_lat
             row_charge[lo:hi] *= f_cost
             if hi > lo and new_p != p[v, j]:
-                old = p[v, j]
-                for r in range(lo, hi):
-                    u = uniform(key, 100 + r - lo)
-                    if new_p > old and not row_succ[r] and u < (new_p - old) / (1 - old):
-                        row_succ[r] = True
-                    elif new_p < old and row_succ[r] and u < (old - new_p) / old:
-                        row_succ[r] = False
-                new_p = float(row_succ[lo:hi].mean())
+                new_p = shift_row_successes(row_succ, lo, hi, float(p[v, j]), new_p, key)
             p[v, j] = new_p
     return replace_tables(
         arr,

@@ -1,0 +1,199 @@
+"""Closed-loop agreement: N live episodes against the loopback world vs N simulated ones.
+
+Both sides run the same DAG, budget, deadline (model seconds; the live
+deadline is ``deadline x scale`` wall seconds on a clock that stops while a
+planner runs, so planner time costs no model time, as in the simulator) and
+method. The world draws every attempt with the simulator's keyed draw; by
+default it uses seed ``seed + 1`` so the two samples are independent (the
+standard errors are those of two independent means); ``world_seed = seed``
+makes them share their luck. ``agree`` passes when both differences (on-time
+rate, mean spend) are within ``z`` (3) standard errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from executor.client import EndpointHealth
+from executor.clock import Clock
+from executor.live import LiveRun, Options, RunResult, Workflow
+from executor.trace import Trace
+from executor.world import World
+from simulator.baselines.compiled import AtomicBaseline, static_plan
+from simulator.engine.episode import run_policy_episode
+from simulator.engine.registry import PER_ATTEMPT
+from simulator.methods import method_spec
+from simulator.simulate import simulate_method
+
+#: longest wall time the start barrier waits for the first wave's requests to reach the world
+START_BARRIER_MAX_S = 10.0
+HTTP_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+_SSL = httpx.create_ssl_context()
+
+
+def http_client() -> httpx.AsyncClient:
+    """An HTTP client for one run (its own connection pool; the TLS context is shared).
+
+    httpx's pool scans all its connections for every request, so one pool
+    shared by hundreds of concurrent runs costs time quadratic in the
+    connections (measured: the event loop fell seconds behind with 400
+    requests in flight); a pool per run keeps each scan to that run's requests.
+    """
+    return httpx.AsyncClient(limits=HTTP_LIMITS, trust_env=False, verify=_SSL)
+
+
+@dataclass
+class Side:
+    on_time: np.ndarray
+    spend: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.on_time)
+
+    def rate(self) -> tuple[float, float]:
+        p = float(self.on_time.mean())
+        return p, math.sqrt(max(p * (1 - p), 0.0) / self.n)
+
+    def mean_spend(self) -> tuple[float, float]:
+        return float(self.spend.mean()), float(self.spend.std(ddof=1) / math.sqrt(self.n)) if self.n > 1 else 0.0
+
+
+def compare(live: Side, sim: Side, z: float = 3.0) -> dict[str, Any]:
+    """Both on-time rates, both mean spends, the differences with their standard errors, and the verdict."""
+    out: dict[str, Any] = {"n_live": live.n, "n_sim": sim.n, "z": z}
+    ok = True
+    for name, f in (("on_time", Side.rate), ("spend", Side.mean_spend)):
+        (a, sa), (b, sb) = f(live), f(sim)
+        se = math.sqrt(sa * sa + sb * sb)
+        if se == 0.0 and name == "on_time":  # both rates 0 or 1: the binomial SE of the pooled rate
+            pooled = (a * live.n + b * sim.n) / (live.n + sim.n)
+            se = math.sqrt(max(pooled * (1 - pooled), 0.0) * (1 / live.n + 1 / sim.n))
+        diff = a - b
+        passed = abs(diff) <= z * se if se > 0 else diff == 0.0
+        ok &= passed
+        out[name] = {"live": a, "live_se": sa, "sim": b, "sim_se": sb, "diff": diff, "se": se,
+                     "z_score": (diff / se) if se > 0 else 0.0, "pass": passed}
+    out["pass"] = ok
+    return out
+
+
+class HardDeadlineBaseline(AtomicBaseline):
+    """A compiled baseline's decisions, per-attempt launch and static caps, for a run with a hard deadline.
+
+    The simulator runs a baseline once with D = inf and scores it at D; its
+    spend then includes what that run launches after D, which no live run
+    can spend. The same decisions under the hard deadline D (a baseline's
+    decisions never depend on D) give the same on-time successes and the
+    spend up to D.
+    """
+
+    def budget_caps(self, arr, budget: float) -> np.ndarray:
+        if self._rule.seq_k > 0:
+            return np.full(arr.n, np.inf)
+        return static_plan(arr, self._rule, budget, self._seed, self._dag, self._trial)[0]
+
+
+def simulated_side(wf: Workflow, method: str, budget: float, deadline: float, runs: int, seed: int,
+                   params: Mapping[str, Any] | None) -> Side:
+    """N simulated episodes of ``method`` with the hard deadline (baselines: :class:`HardDeadlineBaseline`)."""
+    spec = method_spec(method)
+    trials = list(range(runs))
+    if spec.compiled:
+        policy = HardDeadlineBaseline(method, spec.rule)
+        res = [run_policy_episode(wf.arr, policy, budget, deadline, seed, wf.dag_row, t, launch=PER_ATTEMPT)
+               for t in trials]
+        on_time = np.array([r.success and r.makespan <= deadline for r in res])
+        return Side(on_time, np.array([r.total_cost for r in res]))
+    batch = simulate_method(wf.arr, method, budget, deadline, trials, seed, wf.dag_row, params,
+                            model_names=wf.stats.model_ids)
+    on_time, _, _ = batch.scored(deadline)
+    return Side(np.asarray(on_time, dtype=bool), np.asarray(batch.total_cost, dtype=float))
+
+
+async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline: float, runs: int, *,
+                        scale: float, seed: int, world_seed: int, params: Mapping[str, Any] | None = None,
+                        concurrency: int = 200, options: Options | None = None, trace_dir: str | None = None,
+                        faults=None, usage: str = "sampled", pausable: bool = True,
+                        ) -> tuple[list[RunResult], World]:
+    """N live runs (at most ``concurrency`` at once) against an in-process loopback world on 127.0.0.1."""
+    clock = Clock(scale, pausable=pausable)
+    world = World(pool, seed=world_seed, clock=clock, faults=faults, usage=usage,
+                  tasks={wf.dag_row: wf.tasks})
+    await world.start()
+    endpoints = {e.model_id: e for e in world.endpoints()}
+    limits = {m: asyncio.Semaphore(ep.concurrency) for m, ep in endpoints.items()}
+    health = EndpointHealth((options or Options()).down_after)
+    gate = asyncio.Semaphore(concurrency)
+    first_wave: list[LiveRun] = []
+    try:
+        async def one(trial: int) -> RunResult:
+            async with gate, http_client() as http:  # one connection pool per run (see http_client)
+                path = str(Path(trace_dir) / f"trial_{trial:05d}.jsonl") if trace_dir else None
+                trace = Trace(path, fsync=(options or Options()).fsync)
+                try:
+                    run = LiveRun(wf, endpoints, method, budget, deadline, http=http, clock=clock, trace=trace,
+                                  params=params, seed=seed, trial=trial, options=options, health=health,
+                                  limits=limits)
+                    if trial < concurrency:
+                        first_wave.append(run)
+                    return await run.run()
+                finally:
+                    trace.close()
+
+        with clock.paused():  # the start barrier (docs/executor.md): model time 0 once the first wave is on the wire
+            tasks = [asyncio.ensure_future(one(t)) for t in range(runs)]
+            n_first = min(runs, concurrency)
+            t_limit = clock.wall() + START_BARRIER_MAX_S
+            while clock.wall() < t_limit:
+                if len(first_wave) == n_first and all(r.launched.is_set() for r in first_wave) \
+                        and world.stats.requests >= sum(r.samples_started for r in first_wave):
+                    break
+                await asyncio.sleep(0.002)
+        results = await asyncio.gather(*tasks)
+    finally:
+        await world.stop()
+    return list(results), world
+
+
+def agree(wf: Workflow, pool, method: str, budget: float, deadline: float, runs: int, *, scale: float, seed: int,
+          world_seed: int | None = None, params: Mapping[str, Any] | None = None, concurrency: int = 200,
+          z: float = 3.0, options: Options | None = None) -> dict[str, Any]:
+    """Run both sides and compare them (the report ``python -m executor agree`` prints)."""
+    ws = seed + 1 if world_seed is None else world_seed
+    results, world = asyncio.run(live_episodes(wf, pool, method, budget, deadline, runs, scale=scale, seed=seed,
+                                               world_seed=ws, params=params, concurrency=concurrency,
+                                               options=options))
+    live = Side(np.array([r.on_time for r in results]), np.array([r.spent for r in results]))
+    sim = simulated_side(wf, method, budget, deadline, runs, seed, params)
+    out = compare(live, sim, z)
+    terms: dict[str, int] = {}
+    for r in results:
+        terms[r.termination] = terms.get(r.termination, 0) + 1
+    out.update(method=method, problem_id=wf.stats.problem_id, dag=wf.dag_row, budget=budget, deadline=deadline,
+               time_scale=scale, seed=seed, world_seed=ws, live_terminations=terms,
+               live_wall_s_max=max(r.wall_s for r in results), world_requests=world.stats.requests,
+               planner_ms_mean=float(np.mean([r.planner_ms for r in results])))
+    return out
+
+
+def format_agreement(r: dict[str, Any]) -> str:
+    lines = [f"agree: {r['method']} on {r['problem_id']} (DAG {r['dag']}), budget {r['budget']:.6g}, "
+             f"deadline {r['deadline']:.6g} s, {r['n_live']} live + {r['n_sim']} simulated episodes, "
+             f"time scale {r['time_scale']:g}",
+             f"{'':10s} {'live':>12s} {'simulated':>12s} {'diff':>10s} {'SE':>9s} {'z':>6s}"]
+    for name in ("on_time", "spend"):
+        s = r[name]
+        lines.append(f"{name:10s} {s['live']:12.4f} {s['sim']:12.4f} {s['diff']:10.4f} {s['se']:9.4f} "
+                     f"{s['z_score']:6.2f} {'ok' if s['pass'] else 'DIFFERENT'}")
+    lines.append(f"live terminations: {r['live_terminations']}")
+    lines.append("PASS" if r["pass"] else f"FAIL: a difference exceeds {r['z']:g} SE")
+    return "\n".join(lines)

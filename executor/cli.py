@@ -1,0 +1,247 @@
+"""``python -m executor``: ``run``, ``world``, ``demo``, ``agree``, ``summary`` (docs/executor.md).
+
+Every input is checked before any request (one line naming the file and the
+item, exit 2, :func:`simulator.base.errors.cli_entry`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from executor.agree import agree, format_agreement, http_client, live_episodes
+from executor.clock import Clock
+from executor.endpoints import endpoints_toml, load_endpoints
+from executor.inputs import budget_and_deadline, check_method, live_cost_mode, load_dag, make_workflow
+from executor.live import LiveRun, Options
+from executor.trace import Trace, format_summary, read_trace, summarize
+from executor.world import Faults, World, stats_dict
+from simulator.base.errors import ConfigError, cli_entry
+from simulator.base.io_utils import atomic_write_text
+from simulator.base.settings import check_seed
+from simulator.mcpp.params import MCPP, add_mcpp_arguments, mcpp_params_from_args, resolve_params
+
+EXAMPLE_POOL = Path(__file__).resolve().parent.parent / "examples" / "example_pool.jsonl"
+
+
+def _common(ap: argparse.ArgumentParser, *, endpoints: bool) -> None:
+    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
+    ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
+    ap.add_argument("--tasks", default=None, help="tasks file (JSON); default: the loopback generic task per node")
+    if endpoints:
+        ap.add_argument("--endpoints", required=True, help="endpoints file (TOML)")
+    b = ap.add_mutually_exclusive_group(required=True)
+    b.add_argument("--budget", help="budget in the cost unit (tokens, or dollars in money mode)")
+    b.add_argument("--budget-ratio", help="multiple of the DAG's nominal budget")
+    d = ap.add_mutually_exclusive_group(required=True)
+    d.add_argument("--deadline", help="deadline in seconds")
+    d.add_argument("--deadline-ratio", help="multiple of the DAG's nominal deadline")
+    ap.add_argument("--method", default=MCPP, help="a registered method (mc_portfolio_rollout, sequential, uniform, ...)")
+    ap.add_argument("--cost-mode", default="token", help="token (output tokens) or money (dollars from the prices)")
+    ap.add_argument("--seed", default="0", help="run seed (planner keys; the world's draws in agree: seed + 1)")
+    ap.add_argument("--time-scale", type=float, default=1.0, help="wall seconds per model second")
+    ap.add_argument("--cancel-siblings", action="store_true",
+                    help="cancel a batch's other samples once one passes (departs from the simulated rules)")
+    ap.add_argument("--update", choices=("off", "posterior"), default="off",
+                    help="online re-estimation of the planner's statistics (off: the paper's behaviour)")
+    ap.add_argument("--prior-strength", type=float, default=8.0, help="pseudo-observations of the pool's prior")
+    add_mcpp_arguments(ap)
+
+
+def _options(args) -> Options:
+    if not (args.prior_strength > 0):
+        raise ConfigError(f"--prior-strength must be > 0, got {args.prior_strength}")
+    return Options(cancel_siblings=args.cancel_siblings, update=args.update, prior_strength=args.prior_strength)
+
+
+def _checked(args, *, endpoints: bool):
+    """(pool, workflow, endpoints, params) with every input checked."""
+    if not (args.time_scale > 0):
+        raise ConfigError(f"--time-scale must be > 0, got {args.time_scale}")
+    args.seed = check_seed(args.seed, "--seed", "flag")
+    check_method(args.method)
+    cost_mode = live_cost_mode(args.cost_mode)
+    params = mcpp_params_from_args(args)
+    resolve_params(params)  # refuses bad MCPP parameters
+    eps = load_endpoints(args.endpoints) if endpoints else None
+    pool, dag = load_dag(args.pool, args.dag)
+    wf = make_workflow(pool, dag, args.pool, eps, getattr(args, "endpoints", ""), args.tasks, cost_mode)
+    return pool, wf, eps, params
+
+
+def cmd_run(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m executor run", description="Run a workflow live.")
+    _common(ap, endpoints=True)
+    ap.add_argument("--trace", required=True, help="trace JSONL (one event per line, fsynced)")
+    ap.add_argument("--trial", type=int, default=0, help="trial number (sent to the endpoints in X-MCPP-Trial)")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args(argv)
+    pool, wf, eps, params = _checked(args, endpoints=True)
+    budget, deadline = budget_and_deadline(args, wf, args.time_scale)
+    opt = _options(args)
+
+    async def go():
+        clock = Clock(args.time_scale)
+        trace = Trace(args.trace)
+        try:
+            async with http_client() as http:
+                run = LiveRun(wf, eps, args.method, budget, deadline, http=http, clock=clock, trace=trace,
+                              params=params, seed=args.seed, trial=args.trial, options=opt)
+                return await run.run()
+        finally:
+            trace.close()
+
+    res = asyncio.run(go())
+    events, torn = read_trace(args.trace)
+    s = summarize(events, torn)
+    print(json.dumps(s) if args.json else format_summary(s))
+    if res.termination == "provider_unavailable":
+        print(f"error: {res.message}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def cmd_summary(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m executor summary", description="Summarize a (cut-off) trace.")
+    ap.add_argument("trace")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    events, torn = read_trace(args.trace)
+    s = summarize(events, torn)
+    print(json.dumps(s) if args.json else format_summary(s))
+    return 0
+
+
+def cmd_world(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m executor world", description="Serve a pool as an OpenAI-compatible world.")
+    ap.add_argument("--pool", required=True)
+    ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    ap.add_argument("--time-scale", type=float, default=1.0, help="wall seconds slept per model second")
+    ap.add_argument("--seed", default="1", help="seed of the world's keyed draws")
+    ap.add_argument("--fault-429", type=float, default=0.0)
+    ap.add_argument("--fault-500", type=float, default=0.0)
+    ap.add_argument("--fault-timeout", type=float, default=0.0)
+    ap.add_argument("--fault-reset", type=float, default=0.0)
+    ap.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of a 429 (seconds)")
+    ap.add_argument("--usage", choices=("sampled", "max"), default="sampled")
+    ap.add_argument("--tasks", default=None, help="tasks file of DAG --dag (what the answers must pass)")
+    ap.add_argument("--dag", type=int, default=0)
+    ap.add_argument("--write-endpoints", default=None, help="write an endpoints file pointing at this world")
+    ap.add_argument("--max-seconds", type=float, default=3600.0, help="stop after this many wall seconds")
+    args = ap.parse_args(argv)
+    if not (args.time_scale > 0) or not (args.max_seconds > 0) or not (0 <= args.port < 65536):
+        raise ConfigError("--time-scale and --max-seconds must be > 0 and --port in 0..65535")
+    seed = check_seed(args.seed, "--seed", "flag")
+    try:
+        faults = Faults(args.fault_429, args.fault_500, args.fault_timeout, args.fault_reset, args.retry_after)
+    except ValueError as exc:
+        raise ConfigError(f"--fault-*: {exc}") from None
+    pool, dag = load_dag(args.pool, args.dag)
+    tasks = {}
+    if args.tasks:
+        wf = make_workflow(pool, dag, args.pool, None, "", args.tasks, "token_cost_mean")
+        tasks = {dag: wf.tasks}
+
+    async def serve():
+        world = World(pool, seed=seed, clock=Clock(args.time_scale), faults=faults, usage=args.usage, tasks=tasks)
+        port = await world.start(port=args.port)
+        if args.write_endpoints:
+            atomic_write_text(args.write_endpoints, endpoints_toml(world.endpoints()))
+        print(f"loopback world on http://127.0.0.1:{port}/v1 ({len(pool)} DAGs, time scale {args.time_scale:g})",
+              flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await asyncio.wait_for(stop.wait(), args.max_seconds)
+        except TimeoutError:
+            pass
+        await world.stop()
+        print(f"world stopped: {json.dumps(stats_dict(world))}", flush=True)
+
+    asyncio.run(serve())
+    return 0
+
+
+def cmd_agree(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m executor agree",
+                                 description="Live episodes against the loopback world vs simulated ones.")
+    _common(ap, endpoints=False)
+    ap.add_argument("--runs", type=int, default=200, help="episodes on each side")
+    ap.add_argument("--concurrency", type=int, default=200, help="live episodes at once")
+    ap.add_argument("--world-seed", default=None, help="seed of the world's draws (default: seed + 1)")
+    ap.add_argument("--z", type=float, default=3.0, help="allowed difference in standard errors")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.time_scale == 1.0 and "--time-scale" not in argv:
+        args.time_scale = 0.1
+    pool, wf, _, params = _checked(args, endpoints=False)
+    budget, deadline = budget_and_deadline(args, wf, 1.0)  # agree's deadline: the simulator's (model seconds)
+    if args.runs < 2 or args.concurrency < 1:
+        raise ConfigError("--runs must be >= 2 and --concurrency >= 1")
+    ws = None if args.world_seed is None else check_seed(args.world_seed, "--world-seed", "flag")
+    r = agree(wf, pool, args.method, budget, deadline, args.runs, scale=args.time_scale, seed=args.seed,
+              world_seed=ws, params=params, concurrency=args.concurrency, z=args.z, options=_options(args))
+    print(json.dumps(r) if args.json else format_agreement(r))
+    return 0 if r["pass"] else 1
+
+
+def cmd_demo(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m executor demo",
+                                 description="MCPP and sequential live on the example pool's first DAG.")
+    ap.add_argument("--pool", default=str(EXAMPLE_POOL))
+    ap.add_argument("--dag", type=int, default=0)
+    ap.add_argument("--budget-ratio", type=float, default=1.0)
+    ap.add_argument("--deadline-ratio", type=float, default=1.0)
+    ap.add_argument("--time-scale", type=float, default=0.05)
+    ap.add_argument("--trace-dir", default=None, help="where the two traces go (default: a temporary directory)")
+    args = ap.parse_args(argv)
+    pool, dag = load_dag(args.pool, args.dag)
+    wf = make_workflow(pool, dag, args.pool, None, "", None, "token_cost_mean")
+    ns = argparse.Namespace(budget=None, budget_ratio=args.budget_ratio, deadline=None,
+                            deadline_ratio=args.deadline_ratio)
+    budget, deadline = budget_and_deadline(ns, wf, 1.0)
+    out_dir = Path(args.trace_dir or tempfile.mkdtemp(prefix="executor_demo_"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = {"M": 16}
+    summaries = {}
+    print(f"demo: DAG {dag} ({wf.stats.problem_id}, {wf.stats.n_nodes} nodes), budget {budget:.0f} tokens, "
+          f"deadline {deadline:.1f} model s ({deadline * args.time_scale:.1f} wall s at time scale "
+          f"{args.time_scale:g}); a loopback world on 127.0.0.1; traces in {out_dir}", flush=True)
+    for method in (MCPP, "sequential"):
+        d = out_dir / method
+        asyncio.run(live_episodes(wf, pool, method, budget, deadline, 1, scale=args.time_scale, seed=0,
+                                  world_seed=1, params=params, trace_dir=str(d), pausable=False))
+        summaries[method] = summarize(*read_trace(d / "trial_00000.jsonl"))
+    keys = ("termination", "on_time", "makespan_s", "spent", "plans", "planner_ms", "requests", "retries")
+    print(f"{'':14s} {MCPP:>22s} {'sequential':>22s}")
+    for k in keys:
+        a, b = summaries[MCPP].get(k), summaries["sequential"].get(k)
+        fa = f"{a:.2f}" if isinstance(a, float) else str(a)
+        fb = f"{b:.2f}" if isinstance(b, float) else str(b)
+        print(f"{k:14s} {fa:>22s} {fb:>22s}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "world": cmd_world, "demo": cmd_demo, "agree": cmd_agree, "summary": cmd_summary}
+
+
+@cli_entry
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: python -m executor {run,world,demo,agree,summary} ...\n"
+              "  run      run a workflow live on the endpoints of an endpoints file\n"
+              "  world    serve a pool as an OpenAI-compatible loopback world on 127.0.0.1\n"
+              "  demo     MCPP and sequential live on the example pool's first DAG, side by side\n"
+              "  agree    live episodes against the loopback world vs simulated ones (exit 1 if they differ)\n"
+              "  summary  the summary of a (possibly cut-off) trace", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return COMMANDS[argv[0]](argv[1:])

@@ -1,0 +1,141 @@
+"""The endpoints file: where each model of the pool is served, what it costs, how hard to push it.
+
+TOML (read with the standard library's ``tomllib``), one table per model id::
+
+    [models.30B_ins]
+    base_url = "http://127.0.0.1:8000/v1"   # OpenAI-compatible, POST {base_url}/chat/completions
+    model = "Qwen/Qwen3-30B-A3B-Instruct"   # the served model name sent in the body
+    api_key_env = "VLLM_API_KEY"            # environment variable holding the key ("" = none)
+    input_price_per_1m = 0.0                # dollars per 1M prompt tokens
+    output_price_per_1m = 0.8               # dollars per 1M completion tokens
+    concurrency = 16                        # requests in flight to this model, at most
+    max_tokens = 4096                       # sent with every request; bounds the reservation
+    request_timeout_s = 120                 # wall seconds per try (never more than the time left)
+
+Every field is required (a missing one, a negative price or a non-positive
+limit is refused with the file and the item), so that the worst-case cost of
+a request, which the hard budget reserves, is always known.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.base.errors import ConfigError
+
+FIELDS = ("base_url", "model", "api_key_env", "input_price_per_1m", "output_price_per_1m", "concurrency",
+          "max_tokens", "request_timeout_s")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One model's endpoint (a row of the endpoints file)."""
+
+    model_id: str
+    base_url: str
+    model: str
+    api_key_env: str
+    input_price_per_1m: float
+    output_price_per_1m: float
+    concurrency: int
+    max_tokens: int
+    request_timeout_s: float
+
+    @property
+    def url(self) -> str:
+        base = self.base_url.rstrip("/")
+        return base if base.endswith("/chat/completions") else base + "/chat/completions"
+
+
+def _number(path: str, where: str, name: str, value: Any, *, integer: bool = False, positive: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if not ok or value < 0 or (positive and value <= 0):
+        kind = "an integer" if integer else "a finite number"
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{path}: {where}: {name} must be {kind} {bound}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
+    """Endpoints from a parsed TOML document (refused with one line naming the file and item)."""
+    models = data.get("models")
+    if not isinstance(models, Mapping) or not models:
+        raise ConfigError(f"{path}: needs a [models.<model id>] table per model")
+    unknown = set(data) - {"models"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level item(s) {sorted(unknown)}; only [models.*] tables")
+    out: dict[str, Endpoint] = {}
+    for model_id, row in models.items():
+        where = f"[models.{model_id}]"
+        if not isinstance(row, Mapping):
+            raise ConfigError(f"{path}: {where} must be a table")
+        missing = [f for f in FIELDS if f not in row]
+        if missing:
+            raise ConfigError(f"{path}: {where}: missing field(s) {', '.join(missing)}")
+        extra = set(row) - set(FIELDS)
+        if extra:
+            raise ConfigError(f"{path}: {where}: unknown field(s) {', '.join(sorted(extra))}")
+        for name in ("base_url", "model", "api_key_env"):
+            if not isinstance(row[name], str):
+                raise ConfigError(f"{path}: {where}: {name} must be a string")
+        if not row["base_url"].startswith(("http://", "https://")):
+            raise ConfigError(f"{path}: {where}: base_url must start with http:// or https://, got {row['base_url']!r}")
+        if not row["model"]:
+            raise ConfigError(f"{path}: {where}: model (the served model name) is empty")
+        out[str(model_id)] = Endpoint(
+            model_id=str(model_id),
+            base_url=row["base_url"],
+            model=row["model"],
+            api_key_env=row["api_key_env"],
+            input_price_per_1m=_number(path, where, "input_price_per_1m", row["input_price_per_1m"]),
+            output_price_per_1m=_number(path, where, "output_price_per_1m", row["output_price_per_1m"]),
+            concurrency=int(_number(path, where, "concurrency", row["concurrency"], integer=True, positive=True)),
+            max_tokens=int(_number(path, where, "max_tokens", row["max_tokens"], integer=True, positive=True)),
+            request_timeout_s=_number(path, where, "request_timeout_s", row["request_timeout_s"], positive=True),
+        )
+    return out
+
+
+def load_endpoints(path: str | Path) -> dict[str, Endpoint]:
+    """Read and check an endpoints file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{path}: endpoints file not found")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    return parse_endpoints(data, str(path))
+
+
+def check_models_served(endpoints: Mapping[str, Endpoint], model_ids: Iterable[str], path: str, dag_where: str) -> None:
+    """Every model the run may launch must have an endpoint."""
+    for m in model_ids:
+        if m not in endpoints:
+            raise ConfigError(f"{path}: {dag_where} model {m!r} has no endpoint (add [models.{m}])")
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(v)
+
+
+def endpoints_toml(endpoints: Iterable[Endpoint]) -> str:
+    """The endpoints file text of ``endpoints`` (what ``world --write-endpoints`` writes)."""
+    lines = []
+    for ep in endpoints:
+        lines.append(f'[models."{ep.model_id}"]')
+        for f in FIELDS:
+            lines.append(f"{f} = {_toml_value(getattr(ep, f))}")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""Everything a live run reads, checked before any request: pool line, tasks, endpoints, budget, deadline, method.
+
+Bad input is refused with one line naming the file and the item
+(:class:`~simulator.base.errors.ConfigError`): an endpoints file missing a
+field or with a negative price, a pool model with no endpoint, a task kind
+without its payload, a budget or deadline that is not a finite number > 0,
+an unknown method, a cost mode with no live meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from executor.endpoints import Endpoint, check_models_served
+from executor.live import Workflow
+from executor.tasks import load_tasks
+from simulator.base.errors import ConfigError
+from simulator.base.validation import check_number
+from simulator.costs.arrays import CostSetting, build_arrays
+from simulator.costs.charges import DEFAULT_PRICES, normalize_cost_mode
+from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.methods import method_spec
+from simulator.pools.pool import Pool, load_pool
+
+LIVE_COST_MODES = ("token_cost_mean", "output_money_cost_mean")
+
+
+def live_cost_mode(mode: str) -> str:
+    m = normalize_cost_mode(mode)
+    if m not in LIVE_COST_MODES:
+        raise ConfigError(f"--cost-mode {mode!r} has no live meaning (an endpoint bills tokens); use token or money")
+    return m
+
+
+def check_method(method: str) -> str:
+    method_spec(method, "--method")  # refuses an unknown name with the closest one
+    return method
+
+
+def positive_finite(value: Any, name: str) -> float:
+    return check_number(value, name, "flag", lo=0.0, lo_inclusive=False)
+
+
+def load_dag(pool_path: str, dag: int) -> tuple[Pool, int]:
+    pool = load_pool(pool_path)
+    if not (0 <= int(dag) < len(pool)):
+        raise ConfigError(f"{pool_path}: --dag {dag} does not exist (the pool has {len(pool)} DAGs)")
+    return pool, int(dag)
+
+
+def live_prices(endpoints: Mapping[str, Endpoint], stats) -> tuple[dict[str, float], str | None]:
+    """Output prices of the endpoints as the simulator's price table (``default`` priced by its own endpoint)."""
+    prices = {m: ep.output_price_per_1m for m, ep in endpoints.items()}
+    return prices, ("default" if "default" in endpoints else None)
+
+
+def make_workflow(pool: Pool, dag: int, pool_path: str, endpoints: Mapping[str, Endpoint] | None,
+                  endpoints_path: str, tasks_path: str | None, cost_mode: str) -> Workflow:
+    """The workflow of pool row ``dag``: arrays priced by the endpoints (None: the default price table)."""
+    stats = pool[dag]
+    where = f"DAG {dag} (problem {stats.problem_id!r}, {pool_path} line {stats.line}):"
+    models = [m for j, m in enumerate(stats.model_ids) if stats.available[:, j].any()]
+    if endpoints is not None:
+        check_models_served(endpoints, models, endpoints_path, where)
+        prices, default_model = live_prices(endpoints, stats)
+    else:
+        prices, default_model = dict(DEFAULT_PRICES), None
+    arr = build_arrays(stats, CostSetting(cost_mode=cost_mode, prices=prices, default_price_model=default_model))
+    node_ids = [int(x) for x in stats.node_ids]
+    parents = {node_ids[v]: [node_ids[int(p)] for p in arr.parent_idx[arr.parent_ptr[v]:arr.parent_ptr[v + 1]]]
+               for v in range(arr.n)}
+    tasks = load_tasks(tasks_path, node_ids, parents)
+    return Workflow(stats=stats, arr=arr, tasks=tasks, cost_mode=cost_mode, source=f"{pool_path}:{dag}")
+
+
+def budget_and_deadline(args, wf: Workflow, time_scale: float) -> tuple[float, float]:
+    """(budget in the cost unit, deadline in model seconds) from ``--budget``/``--budget-ratio`` and
+    ``--deadline`` (wall seconds) / ``--deadline-ratio`` (a multiple of the nominal deadline, model seconds)."""
+    where = f"{wf.source}: "
+    if getattr(args, "budget", None) is not None:
+        budget = positive_finite(args.budget, "--budget")
+    else:
+        budget = positive_finite(args.budget_ratio, "--budget-ratio") * nominal_budget(wf.arr, where)
+    if getattr(args, "deadline", None) is not None:
+        deadline = positive_finite(args.deadline, "--deadline") / time_scale
+    else:
+        deadline = positive_finite(args.deadline_ratio, "--deadline-ratio") * nominal_deadline(wf.arr, where)
+    return float(positive_finite(budget, "the budget")), float(positive_finite(deadline, "the deadline"))
