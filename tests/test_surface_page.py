@@ -279,9 +279,31 @@ def test_search_pick_and_keyboard_sliders_show_the_matrix_entry(driver, www, tmp
     small = www["small"]
     _open(driver, www["url"] + "small/", "codeflow_000")
     assert _text(driver, "problem-count") == "12 problems"
+    # keyboard only: Down from the search box into the list, Down again, Enter selects
+    search = _el(driver, "search")
+    search.send_keys(Keys.ARROW_DOWN)
+    assert driver.switch_to.active_element.get_attribute("data-query-id") == "codeflow_000"
+    driver.switch_to.active_element.send_keys(Keys.ARROW_DOWN)
+    assert driver.switch_to.active_element.get_attribute("data-query-id") == "codeflow_001"
+    driver.switch_to.active_element.send_keys(Keys.ENTER)
+    _wait(driver, "document.body.dataset.paintedQuery === 'codeflow_001'")
+    # Tab from the list walks the controls in reading order
+    order = []
+    for _ in range(40):
+        driver.switch_to.active_element.send_keys(Keys.TAB)
+        id_ = driver.switch_to.active_element.get_attribute("id")
+        if id_ and id_ not in order:
+            order.append(id_)
+        if id_ == "target":
+            break
+    assert order == ["method", "view-success", "budget", "deadline", "target"], order
+    # typing a problem id and Enter picks the first match
     q = small.queries[7]
-    _pick(driver, q["problem_id"].lower(), q["query_id"])
+    search.clear()
+    search.send_keys(q["problem_id"].lower())
     assert _text(driver, "problem-count") == "1 of 12 problems"
+    search.send_keys(Keys.ENTER)
+    _wait(driver, f"document.body.dataset.paintedQuery === {json.dumps(q['query_id'])}")
     assert q["title"] in _text(driver, "problem-title")
 
     budget, deadline = _el(driver, "budget"), _el(driver, "deadline")
