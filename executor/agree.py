@@ -172,9 +172,14 @@ def agree(wf: Workflow, pool, method: str, budget: float, deadline: float, runs:
     results, world = asyncio.run(live_episodes(wf, pool, method, budget, deadline, runs, scale=scale, seed=seed,
                                                world_seed=ws, params=params, concurrency=concurrency,
                                                options=options))
-    live = Side(np.array([r.on_time for r in results]), np.array([r.spent for r in results]))
+    endpoints = {e.model_id: e for e in world.endpoints()}
+    billed = np.array([world_bill(world, wf, t, endpoints) for t in range(runs)])
+    live = Side(np.array([r.on_time for r in results]), billed)
     sim = simulated_side(wf, method, budget, deadline, runs, seed, params)
     out = compare(live, sim, z)
+    ledger = np.array([r.spent for r in results])
+    out["ledger_spent"] = {"live": float(ledger.mean()), "live_se": float(ledger.std(ddof=1) / math.sqrt(runs)),
+                           "unbilled_mean": float(np.mean([r.unbilled for r in results]))}
     terms: dict[str, int] = {}
     for r in results:
         terms[r.termination] = terms.get(r.termination, 0) + 1
@@ -183,6 +188,17 @@ def agree(wf: Workflow, pool, method: str, budget: float, deadline: float, runs:
                live_wall_s_max=max(r.wall_s for r in results), world_requests=world.stats.requests,
                planner_ms_mean=float(np.mean([r.planner_ms for r in results])))
     return out
+
+
+def world_bill(world: World, wf: Workflow, trial: int, endpoints) -> float:
+    """What the world billed one live run, in the run's cost unit (the simulator charges at launch too)."""
+    total = 0.0
+    for m in wf.stats.model_ids:
+        tokens = world.bills.get((wf.dag_row, trial, m), 0)
+        ep = endpoints.get(m)
+        if tokens and ep is not None:
+            total += tokens if wf.cost_mode == "token_cost_mean" else tokens * (ep.output_price_per_1m / 1e6)
+    return total
 
 
 def format_agreement(r: dict[str, Any]) -> str:
@@ -194,6 +210,10 @@ def format_agreement(r: dict[str, Any]) -> str:
         s = r[name]
         lines.append(f"{name:10s} {s['live']:12.4f} {s['sim']:12.4f} {s['diff']:10.4f} {s['se']:9.4f} "
                      f"{s['z_score']:6.2f} {'ok' if s['pass'] else 'DIFFERENT'}")
+    led = r["ledger_spent"]
+    lines.append(f"spend: what the world billed (every accepted request, as the simulator charges at launch); "
+                 f"the executor's ledger: spent {led['live']:.4f} +- {led['live_se']:.4f}, "
+                 f"unbilled (cancelled) {led['unbilled_mean']:.4f}")
     lines.append(f"live terminations: {r['live_terminations']}")
     lines.append("PASS" if r["pass"] else f"FAIL: a difference exceeds {r['z']:g} SE")
     return "\n".join(lines)

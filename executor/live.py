@@ -13,19 +13,25 @@ can follow them, and ``docs/executor.md`` lists where it cannot:
   event loop keeps serving the other runs; on a pausable clock the model
   time stops meanwhile.
 * **Launches.** Per-attempt methods (the baselines) are served in decreasing
-  count, ties to the higher node id; an attempt whose worst-case reservation
-  does not fit (or would pass the node's static cap) is refused, its attempt
-  number consumed, the rest of that node's batch skipped. Atomic methods
-  (MCPP) launch the whole action or nothing: a reservation that does not fit
-  ends the run ``budget_exhausted``, as the simulator's atomic refusal.
+  count, ties to the higher node id; an attempt whose expected cost does not
+  fit in the budget left (or in the node's static cap) is refused, its
+  attempt number consumed, the rest of that node's batch skipped. Atomic
+  methods (MCPP) launch the whole action or nothing: an action whose
+  expected cost does not fit ends the run ``budget_exhausted``, as the
+  simulator's atomic refusal (which compares the drawn costs; a live run
+  knows only their expectation).
 * **Batches.** A batch ends when all its samples are judged; the node
   completes if any passed (``cancel_siblings``: the others are cancelled once
   one passes).
 * **Budget, hard.** Each request reserves its worst case (prompt bound x
-  input price + ``max_tokens`` x output price; in token mode ``max_tokens``
-  tokens, the simulator's charge being output tokens) before it is sent, and
-  is reconciled with the reported usage (a local count when none is
-  reported), never above its reservation. A request that ends without an
+  input price + its ``max_tokens`` x output price; in token mode its
+  ``max_tokens``, the simulator's charge being output tokens) before it is
+  sent, and is reconciled with the reported usage (a local count when none
+  is reported), never above its reservation. A request's ``max_tokens`` is
+  the endpoint's, lowered when the budget left cannot pay it: to what the
+  budget left pays (per-attempt launch), or to the sample's share of it, in
+  proportion to the samples' expected costs (atomic launch); an answer cut
+  there ends ``truncated`` and normally fails its verifier. A request that ends without an
   answer keeps its reservation as *unbilled* (what a provider might still
   bill), so spent + unbilled <= budget always.
 * **Deadline, hard.** Every try's timeout is at most the time left; at the
@@ -132,6 +138,7 @@ class _Ended(Exception):
 class _Sample:
     index: int  # attempt number of (node, model) in the run (the world's draw key)
     reservation: float
+    max_tokens: int
     task: asyncio.Task | None = None
     passed: bool = False
     done: bool = False
@@ -214,9 +221,19 @@ class LiveRun:
             return float(completion_tokens)
         return prompt_tokens * (ep.input_price_per_1m / 1e6) + completion_tokens * (ep.output_price_per_1m / 1e6)
 
-    def worst_case(self, v: int, j: int) -> float:
+    def expected_cost(self, v: int, j: int) -> float:
+        """Expected cost of one sample: the planner's kappa(v, j) plus the bound on its prompt's cost."""
         ep = self.endpoints[self.wf.stats.model_ids[j]]
-        return self.cost(ep, prompt_token_bound(self.messages(v)), ep.max_tokens)
+        return float(self.wf.arr.kappa[v, j]) + self.cost(ep, prompt_token_bound(self.messages(v)), 0)
+
+    def capped(self, v: int, j: int, room: float) -> tuple[int, float]:
+        """(max_tokens, reservation) of one sample that may reserve at most ``room`` (max_tokens 0: nothing fits)."""
+        ep = self.endpoints[self.wf.stats.model_ids[j]]
+        prompt = self.cost(ep, prompt_token_bound(self.messages(v)), 0)
+        per_token = self.cost(ep, 0, 1)
+        tokens = ep.max_tokens if per_token <= 0 else min(ep.max_tokens, int((room - prompt) // per_token))
+        tokens = max(tokens, 0)
+        return tokens, prompt + tokens * per_token
 
     def messages(self, v: int) -> list[dict[str, str]]:
         parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
@@ -290,15 +307,15 @@ class LiveRun:
         return res
 
     def no_progress_reason(self) -> str:
-        """Nothing in flight and nothing launched: deadline, budget (no worst case fits) or stalled."""
+        """Nothing in flight and nothing launched: deadline, budget (no expected cost fits) or stalled."""
         if self.elapsed() >= self.deadline:
             return "deadline_exhausted"
         for v in self.ready():
             for j in range(self.m):
                 allowed = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else self.mask[j]
                 if allowed and self.wf.arr.available[v, j]:
-                    worst = self.worst_case(v, j)
-                    if worst <= self.available() and self.node_cost[v] + worst <= self.cap[v]:
+                    need = self.expected_cost(v, j)
+                    if need <= self.available() and self.node_cost[v] + need <= self.cap[v]:
                         return "stalled"
         return "budget_exhausted"
 
@@ -376,16 +393,18 @@ class LiveRun:
                 continue
             samples = []
             for _ in range(int(counts[v])):
-                worst = self.worst_case(v, j)
+                need = self.expected_cost(v, j)
+                room = min(self.available(), self.cap[v] - self.node_cost[v])
                 a = int(self.attempt_no[v * self.m + j])
                 self.attempt_no[v * self.m + j] += 1  # a refused attempt's number is consumed, as in the simulator
-                if worst > self.available() or self.node_cost[v] + worst > self.cap[v]:
+                tokens, reservation = self.capped(v, j, room)
+                if need > room or tokens < 1:
                     self.trace.write("request", t=round(self.elapsed(), 6), node=self.node_ids[v],
                                      model=self.wf.stats.model_ids[j], attempt=a, status="refused",
-                                     reservation=worst, budget_left=self.available())
+                                     expected_cost=need, budget_left=self.available())
                     break
-                self.reserve(v, worst)
-                samples.append(_Sample(a, worst))
+                self.reserve(v, reservation)
+                samples.append(_Sample(a, reservation, tokens))
             if samples:
                 self.start_batch(v, j, samples)
         self.ledger()
@@ -398,19 +417,22 @@ class LiveRun:
             j = int(models[v])
             if counts[v] < 1 or j < 0 or not self.wf.arr.available[v, j]:
                 raise _Ended("stalled", f"the action gives node {self.node_ids[v]} no sample")
-            worst = self.worst_case(v, j)
-            plan.append((v, j, int(counts[v]), worst))
-            total += worst * int(counts[v])
-        if total > self.available():
+            need = self.expected_cost(v, j)
+            plan.append((v, j, int(counts[v]), need))
+            total += need * int(counts[v])
+        avail = self.available()
+        if total > avail:
             self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
-                             status="refused", reservation=total, budget_left=self.available())
-            raise _Ended("budget_exhausted", "the launch's worst case does not fit in the budget left")
-        for v, j, k, worst in plan:
+                             status="refused", expected_cost=total, budget_left=avail)
+            raise _Ended("budget_exhausted", "the launch's expected cost does not fit in the budget left")
+        share = avail / total if total > 0 else np.inf  # >= 1: each sample may reserve share x its expected cost
+        for v, j, k, need in plan:
             a0 = int(self.attempt_no[v * self.m + j])
             self.attempt_no[v * self.m + j] += k
+            tokens, reservation = self.capped(v, j, need * share)
             for _ in range(k):
-                self.reserve(v, worst)
-            self.start_batch(v, j, [_Sample(a0 + i, worst) for i in range(k)])
+                self.reserve(v, reservation)
+            self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens) for i in range(k)])
         self.ledger()
 
     def reserve(self, v: int, amount: float) -> None:
@@ -433,7 +455,7 @@ class LiveRun:
         v = b.v
         node_id = self.node_ids[v]
         msgs = self.messages(v)
-        body: dict[str, Any] = {"model": ep.model, "messages": msgs, "max_tokens": ep.max_tokens}
+        body: dict[str, Any] = {"model": ep.model, "messages": msgs, "max_tokens": s.max_tokens}
         if self.opt.temperature is not None:
             body["temperature"] = self.opt.temperature
         headers = {"X-MCPP-Dag": str(self.wf.dag_row), "X-MCPP-Node": str(node_id),
@@ -471,6 +493,9 @@ class LiveRun:
                         status = "ok"
                         break
                 faults[r.kind] = faults.get(r.kind, 0) + 1
+                if r.kind == "truncated" and body["max_tokens"] < ep.max_tokens:
+                    status = "truncated"  # cut where the budget capped it: a failed sample, not a fault to retry
+                    break
                 if r.kind not in RETRYABLE:
                     status = r.kind
                     break
@@ -485,13 +510,15 @@ class LiveRun:
                 if wait * 1.0 >= self.clock.to_wall(self.time_left()):
                     status = "deadline"
                     break
-                if held == 0.0:  # a retry needs a fresh reservation
-                    worst = self.worst_case(v, b.j)
-                    if worst > self.available() or self.node_cost[v] + worst > self.cap[v]:
+                if held == 0.0:  # a retry needs a fresh reservation (at most the one it had)
+                    room = min(self.available(), self.cap[v] - self.node_cost[v], s.reservation)
+                    tokens, reservation = self.capped(v, b.j, room)
+                    if self.expected_cost(v, b.j) > room or tokens < 1:
                         status = "budget"
                         break
-                    self.reserve(v, worst)
-                    held = worst
+                    self.reserve(v, reservation)
+                    held = reservation
+                    body["max_tokens"] = tokens
                 self.retries += 1
                 await asyncio.sleep(wait)
         except asyncio.CancelledError:
@@ -511,10 +538,11 @@ class LiveRun:
         end = self.elapsed()
         self.trace.write("request", t=round(end, 6), node=node_id, model=model_id, attempt=s.index,
                          start=round(start, 6), end=round(end, 6), status=status, input_tokens=pt, output_tokens=ct,
-                         usage=source, cost=charge, retries=tries - 1, faults=faults)
+                         usage=source, cost=charge, max_tokens=int(body["max_tokens"]),
+                         max_tokens_capped=bool(body["max_tokens"] < ep.max_tokens), retries=tries - 1, faults=faults)
         self.ledger()
         passed, why = False, status
-        if status == "ok" or (status == "gave_up" and text):
+        if status in ("ok", "truncated") or (status == "gave_up" and text):
             task: Task = self.wf.tasks[node_id]
             parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
             if task.kind == "generic" and task.regex is not None:

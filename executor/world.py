@@ -91,6 +91,8 @@ class World:
         self.stats = WorldStats()
         self._arrays: dict[int, DagArrays] = {}
         self._tries: Counter = Counter()
+        #: output tokens billed per (DAG, trial, model): every accepted request, answered or not
+        self.bills: Counter = Counter()
         self.server: asyncio.base_events.Server | None = None
         self._handlers: set[asyncio.Task] = set()
         self.port: int | None = None
@@ -172,7 +174,6 @@ class World:
             await asyncio.sleep(HANG_S)  # the client's timeout ends it
             return _error(504, "hung")
         lat, succ, tokens = self.draw(dag, v, j, trial, attempt)
-        await self.clock.sleep_until(self.clock.now() + lat)
         max_tokens = req.get("max_tokens")
         cap = int(max_tokens) if isinstance(max_tokens, int) and max_tokens > 0 else None
         out_tokens = int(round(tokens))
@@ -181,7 +182,10 @@ class World:
             out_tokens, finish = cap, "length"
         if self.usage == "max" and cap is not None:
             out_tokens = cap
-        text = loopback_answer(self.task_of(dag, node_id), succ)
+        # billed on acceptance, like a hosted API that finishes (and bills) a request whose client went away
+        self.bills[(dag, trial, model)] += out_tokens
+        await self.clock.sleep_until(self.clock.now() + lat)
+        text = loopback_answer(self.task_of(dag, node_id), succ and finish == "stop")  # a cut answer fails
         prompt_tokens = sum(len(str(m.get("content", ""))) // 4 + 1 for m in req.get("messages") or [])
         self.stats.answered += 1
         self.stats.billed_tokens += out_tokens
