@@ -19,6 +19,8 @@ rank  layer       modules
 5     methods     ``simulator/methods.py``, ``simulate.py``, ``prewarm_groups.py``
 2     data        pool builders, synthetic pools, benchmark loaders/rollouts
 6     front       command lines: ``simulator/cli/``, the harness
+6     executor    ``executor/``: the live executor (beside ``front``; imports ``data`` and the
+                  simulator's layers up to ``methods``, not the harness)
 7     entry       top-level scripts, ``tests/``, ``benchmarks/``
 ====  ==========  ============================================================
 
@@ -40,7 +42,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("simulator", "harness", "poolbuild", "codeflow", "ProofFlow", "tests", "benchmarks")
+PACKAGES = ("simulator", "harness", "poolbuild", "codeflow", "ProofFlow", "executor", "tests", "benchmarks")
 SKIP_DIRS = {"lean_project", "__pycache__", ".venv", "venv", "results", "build"}
 
 #: layer -> the layers it may import (besides itself). Closed under "below" by construction.
@@ -53,8 +55,9 @@ ALLOWED: dict[str, set[str]] = {
     "methods": {"base", "format", "costs", "engine", "planner"},
     "data": {"base", "format"},
     "front": {"base", "format", "costs", "engine", "planner", "methods", "data"},
-    "benchmarks": {"base", "format", "costs", "engine", "planner", "methods", "data", "front"},
-    "tests": {"base", "format", "costs", "engine", "planner", "methods", "data", "front", "scripts"},
+    "executor": {"base", "format", "costs", "engine", "planner", "methods", "data"},
+    "benchmarks": {"base", "format", "costs", "engine", "planner", "methods", "data", "front", "executor"},
+    "tests": {"base", "format", "costs", "engine", "planner", "methods", "data", "front", "scripts", "executor"},
     "scripts": {"base", "format", "costs", "engine", "planner", "methods", "data", "front"},
 }
 
@@ -91,6 +94,8 @@ LAYERS: list[tuple[str, str]] = [
     ("codeflow.*", "data"),
     ("ProofFlow", "data"),
     ("ProofFlow.*", "data"),
+    ("executor", "executor"),  # the live executor (docs/executor.md): beside the command lines, below nothing
+    ("executor.*", "executor"),
     ("tests", "tests"),
     ("tests.*", "tests"),
     ("benchmarks", "benchmarks"),
