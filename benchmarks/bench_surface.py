@@ -74,8 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--deadlines", default="r0.05:10:100", help="lo:hi:n (r prefix: x nominal deadline)")
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--tree-trials", type=int, default=None, help="trees actually run (default: --trials)")
-    ap.add_argument("--sample-cells", type=int, default=8)
-    ap.add_argument("--sample-trials", type=int, default=3)
+    ap.add_argument("--sample-cells", type=int, default=100)
+    ap.add_argument("--sample-trials", type=int, default=2)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--out", default=str(OUT))
     a = ap.parse_args(argv)
@@ -106,19 +106,26 @@ def main(argv=None) -> int:
     nb, nd = len(budgets), len(deadlines)
     cells = rng.choice(nb * nd, size=min(a.sample_cells, nb * nd), replace=False)
     trials = list(range(min(a.sample_trials, n_tree)))
-    c0 = time.process_time()
     mismatches = 0
+    times = []
     for k in cells:
         B, D = float(budgets[k // nd]), float(deadlines[k % nd])
         for trial in trials:
+            c0 = time.process_time()
             r = run_policy_episode(arr, cell_pol, B, D, a.seed, dag, trial)
+            times.append(time.process_time() - c0)
             o = outs[trial]
             mismatches += (REASONS[o.reason[k]], o.makespan[k], o.total_cost[k]) != (
                 r.termination_reason, r.makespan, r.total_cost)
-    cell_cpu = time.process_time() - c0
+    cell_cpu = float(np.sum(times))
     per_episode = cell_cpu / (len(cells) * len(trials))
     cell_total = per_episode * nb * nd * a.trials
     speedup = cell_total / tree_total
+    # the episodes' CPU times are heavy-tailed (loose cells plan long): a 95% interval of the mean, by cell
+    by_cell = np.asarray(times).reshape(len(cells), len(trials)).mean(axis=1)
+    se = float(by_cell.std(ddof=1) / np.sqrt(len(cells))) if len(cells) > 1 else 0.0
+    speedup_interval = [max(per_episode - 1.96 * se, 0.0) * nb * nd * a.trials / tree_total,
+                        (per_episode + 1.96 * se) * nb * nd * a.trials / tree_total]
     result = {
         "workload": {
             "dag": pool[dag].problem_id, "n_nodes": arr.n, "models": list(names), "pool": a.pool or "built",
@@ -132,6 +139,7 @@ def main(argv=None) -> int:
         "cell_sample": {"cells": len(cells), "trials": len(trials), "cpu_s": cell_cpu, "cpu_s_per_episode": per_episode},
         "cell_by_cell_cpu_s_estimate": cell_total,
         "speedup": speedup,
+        "speedup_95pct_interval_over_sampled_cells": speedup_interval,
         "sample_mismatches": int(mismatches),
         "published_set_cpu_hours_at_this_speed": tree_total / 3600 * 462 * 100 * 100 / (nb * nd) * 100 / a.trials,
         "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
