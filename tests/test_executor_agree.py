@@ -1,0 +1,42 @@
+"""Closed-loop agreement: live episodes against the loopback world match the simulator (docs/executor.md).
+
+N = 200 on each side, MCPP with M = 8 simulations per pair (the faithful
+default is 64: a smaller M changes MCPP's decisions, not the comparison,
+and keeps this test to seconds of planner time on 2 cores), time scale 0.1,
+the world clock paused while planning. MCPP runs where the budget binds
+(ratio 0.5, deadline ratio 1.5), ``sequential`` where the deadline binds
+(ratio 0.7, deadline ratio 1): each test's cell exercises the budget or the
+deadline path of the live loop.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.executor_helpers import POOL, cli
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, budget_ratio, deadline_ratio", [
+    ("mc_portfolio_rollout", "0.5", "1.5"),
+    ("sequential", "0.7", "1"),
+])
+def test_agree_with_the_simulator(method, budget_ratio, deadline_ratio):
+    r = cli("agree", "--pool", POOL, "--dag", "0", "--budget-ratio", budget_ratio, "--deadline-ratio",
+            deadline_ratio, "--method", method, "--runs", "200", "--time-scale", "0.1", "--mc-portfolio-m", "8",
+            timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and "on_time" in r.stdout and "spend" in r.stdout
+
+
+def test_agree_detects_a_difference():
+    """A world that draws from a different DAG's statistics must fail the comparison (exit 1)."""
+    from executor.agree import Side, compare, simulated_side
+    from tests.executor_helpers import nominal, workflow
+
+    _, wf = workflow(0)
+    _, other = workflow(3)
+    B, D = nominal(wf)
+    sim = simulated_side(wf, "sequential", B, D, 200, 0, None)
+    sim_other = simulated_side(other, "sequential", B, D, 200, 1, None)
+    assert not compare(Side(sim_other.on_time, sim_other.spend), sim)["pass"]
