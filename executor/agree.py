@@ -26,6 +26,7 @@ from executor.client import EndpointHealth
 from executor.clock import Clock
 from executor.live import LiveRun, Options, RunResult, Workflow
 from executor.trace import Trace
+from executor.trace import drain as drain_traces
 from executor.world import World
 from simulator.baselines.compiled import AtomicBaseline, static_plan
 from simulator.engine.episode import run_policy_episode
@@ -147,7 +148,7 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
                         first_wave.append(run)
                     return await run.run()
                 finally:
-                    trace.close()
+                    trace.close(wait=False)  # fsynced and closed by the fsync thread: no disk wait in the loop
 
         with clock.paused():  # the start barrier (docs/executor.md): model time 0 once the first wave is on the wire
             tasks = [asyncio.ensure_future(one(t)) for t in range(runs)]
@@ -161,6 +162,7 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
         results = await asyncio.gather(*tasks)
     finally:
         await world.stop()
+        await asyncio.to_thread(drain_traces)
     return list(results), world
 
 

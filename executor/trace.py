@@ -2,8 +2,8 @@
 
 Every event is written and flushed at once (a run killed with SIGKILL leaves
 every event it reached in the file: the operating system holds flushed
-bytes) and fsynced: by default a background thread of the trace fsyncs
-after every write, so the event loop never waits for the disk (each event
+bytes) and fsynced: by default the process's one fsync thread fsyncs the
+trace after every write, so the event loop never waits for the disk (each event
 is covered by an fsync started after it was written; a power cut can lose
 only the last few milliseconds); ``fsync="inline"`` fsyncs inside
 :meth:`Trace.write`. Events (``docs/executor.md``): ``run``, ``plan``,
@@ -25,37 +25,83 @@ from simulator.base.io_utils import dumps_compact
 EVENTS = ("run", "plan", "request", "verdict", "ledger", "end")
 
 
+class _Syncer:
+    """One background thread fsyncing every trace of the process that has unsynced writes.
+
+    One thread for all traces, not one per trace: with hundreds of runs in a
+    process, hundreds of threads woken at every event would keep taking the
+    interpreter lock from the event loop (measured: timers fired hundreds of
+    milliseconds late).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dirty: dict[int, Any] = {}
+        self._closing: list[Any] = []  # files to fsync once more and close
+        self._idle = threading.Event()
+        self._idle.set()
+        self._event = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def mark(self, fh) -> None:
+        with self._lock:
+            self._dirty[id(fh)] = fh
+        self.mark_wakeup()
+
+    def close_later(self, fh) -> None:
+        """Fsync and close ``fh`` on the thread (its last events are flushed already)."""
+        with self._lock:
+            self._dirty.pop(id(fh), None)
+            self._closing.append(fh)
+            self._idle.clear()
+        self.mark_wakeup()
+
+    def mark_wakeup(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="trace-fsync", daemon=True)
+                self._thread.start()
+        self._event.set()
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Wait until every trace handed to :meth:`close_later` is fsynced and closed."""
+        self._idle.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            self._event.wait()
+            self._event.clear()
+            with self._lock:
+                batch, self._dirty = list(self._dirty.values()), {}
+                closing, self._closing = self._closing, []
+            for fh in batch + closing:
+                try:
+                    os.fsync(fh.fileno())
+                except (OSError, ValueError):  # closed meanwhile: close() fsynced it
+                    pass
+            for fh in closing:
+                fh.close()
+            with self._lock:
+                if not self._closing:
+                    self._idle.set()
+
+
+_SYNCER = _Syncer()
+
+
 class Trace:
     """Append-only JSONL trace (``path`` None: events are kept in memory only, as ``agree`` does)."""
 
     def __init__(self, path: str | os.PathLike | None, fsync: str = "background") -> None:
+        if fsync not in ("background", "inline"):
+            raise ValueError(f"fsync must be 'background' or 'inline', got {fsync!r}")
         self.path = Path(path) if path is not None else None
         self.events: list[dict[str, Any]] = []
         self._fh = None
         self._fsync = fsync
-        self._dirty = threading.Event()
-        self._closed = False
-        self._thread = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "w", encoding="utf-8")
-            if fsync == "background":
-                self._thread = threading.Thread(target=self._syncer, name="trace-fsync", daemon=True)
-                self._thread.start()
-
-    def _syncer(self) -> None:
-        while True:
-            self._dirty.wait()
-            self._dirty.clear()
-            fh = self._fh
-            if fh is None:
-                return
-            try:
-                os.fsync(fh.fileno())
-            except (OSError, ValueError):
-                return
-            if self._closed:
-                return
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
         rec = {"event": event, **fields}
@@ -66,20 +112,27 @@ class Trace:
             if self._fsync == "inline":
                 os.fsync(self._fh.fileno())
             else:
-                self._dirty.set()
+                _SYNCER.mark(self._fh)
         return rec
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Flush, fsync and close (``wait=False``: the fsync thread fsyncs and closes; see :func:`drain`)."""
         if self._fh is None:
             return
-        self._closed = True
         self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._dirty.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._fh.close()
+        if wait:
+            os.fsync(self._fh.fileno())
+            with _SYNCER._lock:
+                _SYNCER._dirty.pop(id(self._fh), None)
+            self._fh.close()
+        else:
+            _SYNCER.close_later(self._fh)
         self._fh = None
+
+
+def drain() -> None:
+    """Wait for the fsync thread to finish the traces closed with ``wait=False``."""
+    _SYNCER.drain()
 
 
 def read_trace(path: str | os.PathLike) -> tuple[list[dict[str, Any]], bool]:
