@@ -206,3 +206,33 @@ def test_demo_runs():
     r = cli("demo", "--time-scale", "0.02", timeout=180)
     assert r.returncode == 0, r.stderr
     assert "mc_portfolio_rollout" in r.stdout and "sequential" in r.stdout and "termination" in r.stdout
+
+
+def test_timeouts_and_resets_are_retried_and_timeouts_stay_unbilled():
+    pool, wf = workflow()
+    B, D = nominal(wf)
+
+    # the world's endpoints time out at twice the longest latency (x scale) + 1 s: only injected hangs time out
+    res, world, tr = run_one(wf, pool, "sequential", 3 * B, 20 * D, scale=0.01,
+                             faults=Faults(rate_timeout=0.15, rate_reset=0.15), options=Options(backoff_base_s=0.01))
+    counted: Counter = Counter()
+    for e in tr.events:
+        if e["event"] == "request":
+            counted.update(e.get("faults") or {})
+    assert counted["timeout"] == world.stats.faults["timeout"] > 0
+    assert counted["connect"] == world.stats.faults["reset"] > 0
+    assert tr.events[-1]["event"] == "end" and res.unbilled > 0  # a timed-out request may still be billed
+    assert res.spent + res.unbilled <= 3 * B
+
+
+def test_uniform_and_anytime_mcpp_live():
+    pool, wf = workflow()
+    B, D = nominal(wf)
+    res, world, tr = run_one(wf, pool, "uniform", 2 * B, 3 * D)
+    plans = [e for e in tr.events if e["event"] == "plan"]
+    assert res.termination in ("completed", "budget_exhausted", "stalled") and plans
+    assert all(k >= 1 for p in plans for _, k in p["action"].values())
+    res, world, tr = run_one(wf, pool, "mc_portfolio_rollout", 2 * B, 2 * D, params={"time_limit_ms": 30, "M": 8})
+    plans = [e for e in tr.events if e["event"] == "plan"]
+    assert res.termination in ("completed", "deadline_exhausted", "budget_exhausted")
+    assert plans and all(p["estimate"] is not None for p in plans)
