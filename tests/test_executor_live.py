@@ -236,3 +236,16 @@ def test_uniform_and_anytime_mcpp_live():
     plans = [e for e in tr.events if e["event"] == "plan"]
     assert res.termination in ("completed", "deadline_exhausted", "budget_exhausted")
     assert plans and all(p["estimate"] is not None for p in plans)
+
+
+def test_money_mode_charges_the_simulators_dollars():
+    pool, wf = workflow(0, cost_mode="output_money_cost_mean")
+    B, D = nominal(wf)
+    res, world, tr = run_one(wf, pool, "sequential", 2 * B, 3 * D)
+    from simulator.costs.charges import DEFAULT_PRICES
+
+    reqs = [e for e in tr.events if e["event"] == "request" and e["status"] == "ok"]
+    assert reqs and res.spent <= 2 * B
+    for e in reqs:  # the world's endpoints: free input, the pool's output price (the simulator's money charge)
+        assert e["cost"] == pytest.approx(e["output_tokens"] * DEFAULT_PRICES[e["model"]] / 1e6)
+    assert res.spent == pytest.approx(sum(e["cost"] for e in reqs))
