@@ -71,19 +71,24 @@ class Task:
     def subproblem(self) -> str | None:
         return self.spec.get("subproblem")
 
+    def _upstream_code(self, parent_answers: Mapping[int, str]) -> dict[str, str]:
+        """The code of each accepted parent answer, by its function name (CodeFlow's prompt and test context)."""
+        from codeflow.extract import extract_code
+
+        deps = {}
+        for nid, text in parent_answers.items():
+            name = self.payload["names"].get(nid)
+            code = extract_code(text, name) if name else None
+            if name and code:
+                deps[name] = code
+        return deps
+
     def messages(self, problem_id: str, parent_answers: Mapping[int, str]) -> list[dict[str, str]]:
         """The chat messages of a request for this node (``parent_answers``: accepted answers by node id)."""
         if self.kind == "codeflow":
-            from codeflow.extract import extract_code
             from codeflow.prompts import build_messages
 
-            deps = {}
-            for nid, text in parent_answers.items():
-                name = self.payload["names"].get(nid)
-                code = extract_code(text, name) if name else None
-                if name and code:
-                    deps[name] = code
-            return build_messages(self.problem, self.subproblem, deps)
+            return build_messages(self.problem, self.subproblem, self._upstream_code(parent_answers))
         if self.kind == "proofflow":
             from ProofFlow.prompts import load_template, render
 
@@ -104,12 +109,7 @@ class Task:
             from codeflow.extract import extract_code
             from codeflow.verify import verify_code
 
-            deps = {}
-            for nid, text in parent_answers.items():
-                name = self.payload["names"].get(nid)
-                code = extract_code(text, name) if name else None
-                if name and code:
-                    deps[name] = code
+            deps = self._upstream_code(parent_answers)
             v = verify_code(self.problem, self.subproblem, extract_code(answer, self.subproblem), deps)
             return bool(v.success), v.failure_reason or "tests passed"
         from ProofFlow.lean_check import LeanChecker
