@@ -55,7 +55,7 @@ def _files(tmp: Path) -> dict[str, object]:
         ({"SURFACE_DEADLINES": "0:30:4"}, "finite number > 0"),
         ({"SURFACE_DEADLINES": "-5 10"}, "finite number > 0"),
         ({"SURFACE_BUDGETS": "10:5:3"}, "hi > lo"),
-        ({"SURFACE_METHODS": "no_such_method"}, "no_such_method"),
+        ({"SURFACE_METHODS": "no_such_method"}, "SURFACE_METHODS (environment): unknown method(s) 'no_such_method'"),
         ({"SURFACE_BUDGETS": "1:100:x"}, "integer"),
     ],
 )

@@ -152,6 +152,9 @@ def resolve_surface(env=None) -> tuple[SurfaceConfig, object]:
     deadlines = parse_axis(v["SURFACE_DEADLINES"] or DEADLINES, "SURFACE_DEADLINES")
     if budgets_text:
         budgets = parse_axis(budgets_text, "SURFACE_BUDGETS")
+    from simulator.methods import resolve_methods
+
+    resolve_methods(v["SURFACE_METHODS"], "SURFACE_METHODS (environment)")  # refused under its own name
     env["METHOD_SET"] = v["SURFACE_METHODS"]  # the methods' names and variants follow the grid's rules
     env.pop("BUDGET_DEADLINE_VALUES_MAP", None)
     env.setdefault("BUDGET_VALUES", "1")  # the grid's axes are not used: absolute, so no nominal scale is needed
