@@ -38,8 +38,6 @@ import numpy as np
 from numba import njit
 
 from simulator.baselines.further.graph import (
-    Remaining,
-    alive_id_order,
     all_paths,
     critical_path,
     dag_value,
@@ -47,7 +45,6 @@ from simulator.baselines.further.graph import (
     path_sums,
     remaining,
     top_k_paths,
-    topo_order,
 )
 from simulator.baselines.further.numeric import clip
 
@@ -470,8 +467,8 @@ def static_start(
     """One start of ``loader_static`` (``bf``: the best-feasible variant), consuming ``rng`` in the published order."""
     n = g.n
     t, p, kappa = _f64(t), _f64(p), _f64(kappa)
-    alive = np.ones(n, dtype=np.bool_)
-    ids, n_alive = alive_id_order(alive, g.node_ids)
+    rem = remaining(g.csr(), np.ones(n, dtype=np.bool_), g.node_ids)  # the whole DAG
+    _, _, _, _, alive, ids, n_alive, order, count = rem
     clamp_a = bool(fixes & FIX_CLAMP_A)
     if restart == 0:
         r0 = np.ones(n)
@@ -483,7 +480,6 @@ def static_start(
             r0[v] = rng.uniform(1.0, r_max)
     zeros = np.zeros(n)
     gw = proxy_weights(ids, n_alive, zeros, t, p, r0, clamp_a, n)
-    order, count = topo_order(*g.csr(), alive)
     nodes, ptr = top_k_paths(*g.csr(), alive, order, count, gw, int(params.n_active_paths))
     n_paths = len(ptr) - 1
     if n_paths == 0:
@@ -501,7 +497,7 @@ def static_start(
     rule = dual_rule(params, budget, params.max_dual_iters, BETA_FLOOR_TOPK,
                      BEST_SMALLEST_MAKESPAN if bf else BEST_LARGEST_COST, fixes)  # fmt: skip
     its, _ = dual_loop(
-        Remaining(*g.csr(), alive, ids, int(n_alive), order, int(count)),
+        rem,
         NodeStats(zeros, t, p, r_cur, kappa, units_scale(t, kappa)), PathSet(nodes, ptr, n_paths),
         lam, float(beta), rule, DualOut(best_plan, best_val, last, *_no_trace(n)),
     )
