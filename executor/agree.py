@@ -22,7 +22,6 @@ from typing import Any
 import httpx
 import numpy as np
 
-from executor.client import EndpointHealth
 from executor.clock import Clock
 from executor.live import LiveRun, Options, RunResult, Workflow
 from executor.trace import Trace
@@ -132,7 +131,6 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
     await world.start()
     endpoints = {e.model_id: e for e in world.endpoints()}
     limits = {m: asyncio.Semaphore(ep.concurrency) for m, ep in endpoints.items()}
-    health = EndpointHealth((options or Options()).down_after)
     gate = asyncio.Semaphore(concurrency)
     first_wave: list[LiveRun] = []
     try:
@@ -142,7 +140,7 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
                 trace = Trace(path, fsync=(options or Options()).fsync)
                 try:
                     run = LiveRun(wf, endpoints, method, budget, deadline, http=http, clock=clock, trace=trace,
-                                  params=params, seed=seed, trial=trial, options=options, health=health,
+                                  params=params, seed=seed, trial=trial, options=options,
                                   limits=limits)
                     if trial < concurrency:
                         first_wave.append(run)

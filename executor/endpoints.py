@@ -10,7 +10,10 @@ TOML (read with the standard library's ``tomllib``), one table per model id::
     output_price_per_1m = 0.8               # dollars per 1M completion tokens
     concurrency = 16                        # requests in flight to this model, at most
     max_tokens = 4096                       # sent with every request; bounds the reservation
-    request_timeout_s = 120                 # wall seconds per try (never more than the time left)
+    request_timeout_s = 120                 # wall seconds per whole try (never more than the time left)
+    # optional:
+    token_param = "max_tokens"              # or "max_completion_tokens" (OpenAI's reasoning models)
+    max_response_bytes = 131072             # answers larger than this are cut (default: 32 x max_tokens, >= 64 KiB)
 
 Every field is required (a missing one, a negative price or a non-positive
 limit is refused with the file and the item), so that the worst-case cost of
@@ -20,6 +23,7 @@ a request, which the hard budget reserves, is always known.
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +34,8 @@ from simulator.base.errors import ConfigError
 
 FIELDS = ("base_url", "model", "api_key_env", "input_price_per_1m", "output_price_per_1m", "concurrency",
           "max_tokens", "request_timeout_s")
+OPTIONAL = ("token_param", "max_response_bytes")
+TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,8 @@ class Endpoint:
     concurrency: int
     max_tokens: int
     request_timeout_s: float
+    token_param: str = "max_tokens"
+    max_response_bytes: int = 0  # 0: the default cap (executor.client.response_cap)
 
     @property
     def url(self) -> str:
@@ -79,7 +87,7 @@ def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
         missing = [f for f in FIELDS if f not in row]
         if missing:
             raise ConfigError(f"{path}: {where}: missing field(s) {', '.join(missing)}")
-        extra = set(row) - set(FIELDS)
+        extra = set(row) - set(FIELDS) - set(OPTIONAL)
         if extra:
             raise ConfigError(f"{path}: {where}: unknown field(s) {', '.join(sorted(extra))}")
         for name in ("base_url", "model", "api_key_env"):
@@ -89,6 +97,13 @@ def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
             raise ConfigError(f"{path}: {where}: base_url must start with http:// or https://, got {row['base_url']!r}")
         if not row["model"]:
             raise ConfigError(f"{path}: {where}: model (the served model name) is empty")
+        token_param = row.get("token_param", "max_tokens")
+        if token_param not in TOKEN_PARAMS:
+            raise ConfigError(f"{path}: {where}: token_param must be one of {', '.join(TOKEN_PARAMS)}, "
+                              f"got {token_param!r}")
+        cap = row.get("max_response_bytes", 0)
+        if "max_response_bytes" in row:
+            cap = int(_number(path, where, "max_response_bytes", cap, integer=True, positive=True))
         out[str(model_id)] = Endpoint(
             model_id=str(model_id),
             base_url=row["base_url"],
@@ -99,6 +114,8 @@ def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
             concurrency=int(_number(path, where, "concurrency", row["concurrency"], integer=True, positive=True)),
             max_tokens=int(_number(path, where, "max_tokens", row["max_tokens"], integer=True, positive=True)),
             request_timeout_s=_number(path, where, "request_timeout_s", row["request_timeout_s"], positive=True),
+            token_param=token_param,
+            max_response_bytes=cap,
         )
     return out
 
@@ -124,6 +141,15 @@ def check_models_served(endpoints: Mapping[str, Endpoint], model_ids: Iterable[s
             raise ConfigError(f"{path}: {dag_where} model {m!r} has no endpoint (add [models.{m}])")
 
 
+def check_keys(endpoints: Mapping[str, Endpoint], model_ids: Iterable[str], path: str) -> None:
+    """Every ``api_key_env`` an endpoint the run uses names must be set and non-empty (before any request)."""
+    for m in model_ids:
+        ep = endpoints.get(m)
+        if ep is not None and ep.api_key_env and not os.environ.get(ep.api_key_env):
+            raise ConfigError(f"{path}: [models.{m}]: api_key_env names {ep.api_key_env!r}, which is not set "
+                              f"(or empty) in the environment")
+
+
 def _toml_value(v: Any) -> str:
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -137,5 +163,9 @@ def endpoints_toml(endpoints: Iterable[Endpoint]) -> str:
         lines.append(f'[models."{ep.model_id}"]')
         for f in FIELDS:
             lines.append(f"{f} = {_toml_value(getattr(ep, f))}")
+        if ep.token_param != "max_tokens":
+            lines.append(f"token_param = {_toml_value(ep.token_param)}")
+        if ep.max_response_bytes:
+            lines.append(f"max_response_bytes = {ep.max_response_bytes}")
         lines.append("")
     return "\n".join(lines)

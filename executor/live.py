@@ -23,28 +23,38 @@ can follow them, and ``docs/executor.md`` lists where it cannot:
 * **Batches.** A batch ends when all its samples are judged; the node
   completes if any passed (``cancel_siblings``: the others are cancelled once
   one passes).
-* **Budget, hard.** Each request reserves its worst case (prompt bound x
-  input price + its ``max_tokens`` x output price; in token mode its
-  ``max_tokens``, the simulator's charge being output tokens) before it is
-  sent, and is reconciled with the reported usage (a local count when none
-  is reported), never above its reservation. A request's ``max_tokens`` is
+* **Budget, hard.** One :class:`~executor.ledger.Ledger` per run. Each
+  request reserves its worst case (prompt bound x input price + its
+  ``max_tokens`` x output price; in token mode its ``max_tokens``, the
+  simulator's charge being output tokens) before it is sent, and is
+  settled on the reported usage (a local count when none is usable), never
+  above its reservation. A request's ``max_tokens`` is
   the endpoint's, lowered when the budget left cannot pay it: to what the
   budget left pays (per-attempt launch), or to the sample's share of it, in
   proportion to the samples' expected costs (atomic launch); an answer cut
-  there ends ``truncated`` and normally fails its verifier. A request that ends without an
-  answer keeps its reservation as *unbilled* (what a provider might still
-  bill), so spent + unbilled <= budget always.
-* **Deadline, hard.** Every try's timeout is at most the time left; at the
+  there ends ``truncated`` and is judged (a cut answer is never retried). A
+  request that reached the server without a whole answer keeps its
+  reservation as *unbilled* (what a provider might still bill) and is never
+  re-sent on it, so spent + unbilled <= budget always.
+* **Deadline, hard.** Every try's timeout is at most the time left and
+  bounds the whole try; planner calls and verdicts are raced against the
+  deadline (:mod:`executor.offload`, :mod:`executor.verifiers`); at the
   deadline every in-flight request is cancelled and the run ends
   ``deadline_exhausted``.
+* **Refusals.** A refusal that will repeat (``http_4xx``) is not re-sent:
+  that (node, model) is out of the planner's view for the run; an endpoint
+  that refuses everything (``http_fatal``, or three refusals in a row) or
+  stays down is out for the run, and the method plans on with the models
+  left. When some unfinished node has no model left, the run ends at once
+  (``refused`` or ``provider_unavailable``) with the server's own words.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import random
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -52,17 +62,22 @@ from typing import Any
 import httpx
 import numpy as np
 
+from executor import verifiers
 from executor.client import (
     RETRYABLE,
-    UNKNOWN_BILLING,
     EndpointHealth,
+    TryResult,
     backoff_s,
+    gate_of,
     prompt_token_bound,
+    request_body,
     try_once,
 )
 from executor.clock import Clock
 from executor.endpoints import Endpoint
 from executor.estimates import Observations, Residuals, posterior_arrays
+from executor.ledger import HELD, SETTLED, UNBILLED, Ledger, Reservation
+from executor.offload import PLANNER
 from executor.tasks import Task
 from executor.trace import Trace
 from simulator.baselines.compiled import static_plan
@@ -74,10 +89,10 @@ from simulator.methods import method_spec
 from simulator.pools.pool import DagStats
 from simulator.simulate import policy_for
 
-TERMINATIONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled", "provider_unavailable")
-#: one planner thread for the whole process: planner calls never run on the event loop, and the
-#: kernels' own threads (simulator/base/threads.py) are shared, not multiplied by concurrent runs
-_PLANNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner")
+TERMINATIONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled", "provider_unavailable", "refused",
+                "interrupted")
+#: exit status of ``executor run`` per termination (0: the run ended by its own rules)
+EXIT_CODES = {"provider_unavailable": 3, "refused": 4, "interrupted": 130}
 
 
 @dataclass
@@ -106,6 +121,8 @@ class Options:
     backoff_base_s: float = 0.05
     backoff_cap_s: float = 2.0
     down_after: int = 8
+    #: requests per (node, model) in one run, at most (then that pair is out of the run, reason in the trace)
+    max_requests_per_pair: int = 64
     temperature: float | None = None
     fsync: str = "background"
     #: plan once before the clock starts (the first call compiles MCPP's kernels on a cold cache: seconds)
@@ -139,8 +156,9 @@ class _Ended(Exception):
 @dataclass
 class _Sample:
     index: int  # attempt number of (node, model) in the run (the world's draw key)
-    reservation: float
+    reservation: float  # the amount of its first reservation (a retry reserves at most this)
     max_tokens: int
+    res: Reservation | None = None
     task: asyncio.Task | None = None
     passed: bool = False
     done: bool = False
@@ -157,6 +175,22 @@ class _Batch:
     answers: dict[int, str] = field(default_factory=dict)
 
 
+@dataclass
+class _Outcome:
+    """What one sample's requests came to (one ``request`` line)."""
+
+    status: str = "failed"
+    text: str = ""
+    pt: float | None = 0
+    ct: float | None = 0
+    source: str = "none"
+    charge: float = 0.0
+    tries: int = 0
+    http_status: int | None = None
+    error: str = ""
+    faults: Counter = field(default_factory=Counter)
+
+
 class LiveRun:
     """One run of a workflow by a method under a budget (cost unit) and a deadline (model seconds)."""
 
@@ -170,7 +204,7 @@ class LiveRun:
         self.http, self.clock, self.trace = http, clock, trace
         self.seed, self.trial = int(seed), int(trial)
         self.opt = options or Options()
-        self.health = health or EndpointHealth(self.opt.down_after)
+        self.health = health or EndpointHealth(self.opt.down_after)  # per run: one run's faults end no other
         self.limits = limits if limits is not None else {m: asyncio.Semaphore(ep.concurrency)
                                                          for m, ep in endpoints.items()}
         self.spec = method_spec(method)
@@ -189,9 +223,13 @@ class LiveRun:
         self.completed = np.zeros(arr.n, dtype=np.bool_)
         self.batches: dict[int, _Batch] = {}
         self.attempt_no = np.zeros(arr.n * arr.m, dtype=np.int64)
-        self.node_cost = np.zeros(arr.n)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)
-        self.spent = self.reserved = self.unbilled = 0.0
+        self.ledger_ = Ledger(self.budget)
+        #: the planner's view of what may still be launched: (node, model) pairs refused or on a model that is down
+        self.plan_arr = arr
+        self.down: dict[str, tuple[str, str]] = {}  # model id -> (termination it would cause, message)
+        self.pair_refusals: dict[tuple[int, int], str] = {}
+        self.pair_requests: Counter = Counter()
         self.finished: asyncio.Queue[int] = asyncio.Queue()
         self.residuals = Residuals(arr)
         self.obs = Observations()
@@ -201,13 +239,25 @@ class LiveRun:
         self.planner_wall = 0.0  # seconds spent waiting for planner calls (queue included)
         self.overhead_ms: list[float] = []  # per batch end: the executor's own time (planner call excluded)
         self.t0 = 0.0
-        self._fatal: _Ended | None = None
-        self._wake = asyncio.Event()
+        self._halt: asyncio.Future | None = None
+        self._pending_halt: _Ended | None = None
         #: set once the first decision has launched (or the run ended): ``agree``'s start barrier waits for it
         self.launched = asyncio.Event()
         self.samples_started = 0
 
     # -- time and money --------------------------------------------------------------------
+
+    @property
+    def spent(self) -> float:
+        return self.ledger_.spent
+
+    @property
+    def reserved(self) -> float:
+        return self.ledger_.reserved
+
+    @property
+    def unbilled(self) -> float:
+        return self.ledger_.unbilled
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -216,7 +266,11 @@ class LiveRun:
         return self.deadline - self.elapsed()
 
     def available(self) -> float:
-        return self.budget - self.spent - self.reserved - self.unbilled
+        return self.ledger_.available()
+
+    def node_room(self, v: int) -> float:
+        """What node ``v`` may still reserve: the budget left, within its static cap."""
+        return min(self.available(), self.cap[v] - self.ledger_.committed.get(v, 0.0))
 
     def cost(self, ep: Endpoint, prompt_tokens: float, completion_tokens: float) -> float:
         """The charge of a request in the run's cost unit: the simulator's charge of the same attempt."""
@@ -246,20 +300,47 @@ class LiveRun:
         self.trace.write("ledger", t=round(self.elapsed(), 6), spent=self.spent, reserved=self.reserved,
                          unbilled=self.unbilled, budget=self.budget)
 
+    # -- ending ----------------------------------------------------------------------------
+
+    def halt(self, ended: _Ended) -> None:
+        """End the run at once (the first reason wins): the main loop and a pending planner call wake up."""
+        if self._halt is None:
+            self._pending_halt = self._pending_halt or ended
+        elif not self._halt.done():
+            self._halt.set_result(ended)
+
+    def interrupt(self, signal_name: str) -> None:
+        """SIGINT/SIGTERM: end the run, cancel what is in flight, write the ``end`` event with the ledger."""
+        self.halt(_Ended("interrupted", f"{signal_name} received: the run was interrupted"))
+
+    def unfinished(self) -> list[int]:
+        return [self.node_ids[v] for v in range(self.n) if not self.completed[v]]
+
+    async def _deadline_watch(self) -> None:
+        await self.clock.sleep_until(self.t0 + self.deadline)
+        self.halt(_Ended("deadline_exhausted", f"the deadline ({self.deadline:.6g} model s) passed with "
+                                               f"node(s) {self.unfinished()} unfinished"))
+
     # -- the run ---------------------------------------------------------------------------
 
     async def warm_up(self) -> None:
-        """One throwaway decision on the initial state, before the deadline's clock starts."""
-        if not hasattr(self.policy, "decide") or not self.ready():
+        """Every kernel the run calls, compiled before the deadline's clock starts: one throwaway decision."""
+        first_uncompletable(self.wf.arr, self.mask, self.legacy_only)
+        if not self.ready():
             return
         view = build_view(self.wf.stats, self.wf.arr, self.budget, self.deadline, [], [], self.seed, 0)
-        await asyncio.get_running_loop().run_in_executor(_PLANNER, self.policy.decide, view)
+        fn = getattr(self.policy, "decide", None) or self.policy.act
+        await PLANNER.run(fn, view)
+        self.policy.reset(self.wf.arr, self.seed, self.wf.dag_row, self.trial)
 
     async def run(self) -> RunResult:
         st = self.wf.stats
         if self.opt.warm_up:
             await self.warm_up()
         self.t0 = self.clock.now()
+        self._halt = asyncio.get_running_loop().create_future()
+        if self._pending_halt is not None:
+            self._halt.set_result(self._pending_halt)
         wall0 = time.perf_counter()
         self.trace.write("run", method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
                          source=self.wf.source, n_nodes=self.n, node_ids=self.node_ids, budget=self.budget,
@@ -268,37 +349,27 @@ class LiveRun:
                          launch=self.launch_rule, update=self.opt.update, cancel_siblings=self.opt.cancel_siblings,
                          models={m: {"base_url": e.base_url, "model": e.model} for m, e in self.endpoints.items()
                                  if m in st.model_ids})
-        deadline_task = asyncio.ensure_future(self.clock.sleep_until(self.t0 + self.deadline))
+        deadline_task = asyncio.ensure_future(self._deadline_watch())
         reason, message = "completed", ""
         try:
             if first_uncompletable(self.wf.arr, self.mask, self.legacy_only) >= 0:
                 raise _Ended("stalled", "a node no allowed model can complete")
             await self.decide()
             self.launched.set()
-            while True:
-                if self.completed.all():
-                    break
-                if self.elapsed() >= self.deadline:
-                    raise _Ended("deadline_exhausted")
+            while not self.completed.all():
+                if self._halt.done():
+                    raise self._halt.result()
                 if not self.batches:
-                    raise _Ended(self.no_progress_reason())
+                    raise _Ended(*self.no_progress())
                 getter = asyncio.ensure_future(self.finished.get())
-                waker = asyncio.ensure_future(self._wake.wait())
-                done, _ = await asyncio.wait({getter, deadline_task, waker}, return_when=asyncio.FIRST_COMPLETED)
-                waker.cancel()
-                if self._fatal is not None:
+                await asyncio.wait({getter, self._halt}, return_when=asyncio.FIRST_COMPLETED)
+                if self._halt.done():
                     getter.cancel()
-                    raise self._fatal
-                if getter not in done:
-                    getter.cancel()
-                    if deadline_task in done:
-                        raise _Ended("deadline_exhausted")
-                    continue
+                    raise self._halt.result()
                 t_ev = time.perf_counter()
                 plan_before = self.planner_wall
-                v = getter.result()
-                self.end_batch(v)
-                if not self.completed.all() and self.elapsed() < self.deadline:
+                self.end_batch(getter.result())
+                if not self.completed.all():
                     await self.decide()
                 # the event's own cost: handling the batch end, the replanning bookkeeping and the launches,
                 # not the planner call (which runs on the planner thread while the loop serves others)
@@ -317,33 +388,104 @@ class LiveRun:
                         self.overhead_ms)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
-                         budget=self.budget, termination=reason, message=message,
+                         reserved=self.reserved, budget=self.budget, termination=reason, message=message,
                          nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]])
         return res
 
-    def no_progress_reason(self) -> str:
+    def no_progress(self) -> tuple[str, str]:
         """Nothing in flight and nothing launched: deadline, budget (no expected cost fits) or stalled."""
         if self.elapsed() >= self.deadline:
-            return "deadline_exhausted"
+            return "deadline_exhausted", f"the deadline ({self.deadline:.6g} model s) passed"
+        stuck = self.stuck()
+        if stuck is not None:
+            return stuck
         for v in self.ready():
             for j in range(self.m):
-                allowed = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else self.mask[j]
-                if allowed and self.wf.arr.available[v, j]:
-                    need = self.expected_cost(v, j)
-                    if need <= self.available() and self.node_cost[v] + need <= self.cap[v]:
-                        return "stalled"
-        return "budget_exhausted"
+                if self.allowed(v, j) and self.expected_cost(v, j) <= self.node_room(v):
+                    return "stalled", f"the method launched nothing for ready node(s) {[self.node_ids[r] for r in self.ready()]}"
+        return "budget_exhausted", (f"the budget left ({self.available():.6g} of {self.budget:.6g}) cannot pay the "
+                                    f"expected cost of any launch of node(s) {[self.node_ids[r] for r in self.ready()]}")
+
+    def allowed(self, v: int, j: int) -> bool:
+        """May the run still launch model j on node v (the method's models, not refused, its model not down)?"""
+        ok = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else bool(self.mask[j])
+        return ok and bool(self.plan_arr.available[v, j])
+
+    def stuck(self) -> tuple[str, str] | None:
+        """(termination, message) when an unfinished node has no model left that could complete it."""
+        for v in range(self.n):
+            if self.completed[v] or (v in self.batches and self.batches[v].passed):
+                continue
+            if any(self.allowed(v, j) for j in range(self.m)):
+                continue
+            if v in self.batches and any(not s.done for s in self.batches[v].samples):
+                continue  # its batch may still pass
+            causes = [self.down[m] for j, m in enumerate(self.wf.stats.model_ids)
+                      if self.wf.arr.available[v, j] and m in self.down]
+            causes += [("refused", msg) for (u, _), msg in self.pair_refusals.items() if u == v]
+            if not causes:
+                return None
+            termination = "refused" if any(t == "refused" for t, _ in causes) else "provider_unavailable"
+            return termination, f"node {self.node_ids[v]} has no model left: {'; '.join(m for _, m in causes)}"
+        return None
+
+    def check_stuck(self) -> None:
+        stuck = self.stuck()
+        if stuck is not None:
+            self.halt(_Ended(*stuck))
 
     def ready(self) -> list[int]:
         return [v for v in range(self.n) if not self.completed[v] and v not in self.batches
                 and all(self.completed[p] for p in self.parents[v])]
 
+    # -- what the planner may still use ----------------------------------------------------
+
+    def _narrow(self, pairs: list[tuple[int, int]]) -> None:
+        avail = self.plan_arr.available.copy()
+        for v, j in pairs:
+            avail[v, j] = False
+        self.plan_arr = self.plan_arr._replace(available=avail)
+        self.policy.reset(self.plan_arr, self.seed, self.wf.dag_row, self.trial)
+
+    def model_down(self, model_id: str, r: TryResult) -> None:
+        """An endpoint that refuses everything or stays down: out of the planner's view for the run."""
+        if model_id in self.down:
+            return
+        ep = self.endpoints[model_id]
+        termination = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
+        why = r.detail or r.kind
+        self.down[model_id] = (termination, f"model {model_id!r} ({ep.url}) {why}")
+        self.trace.write("endpoint", t=round(self.elapsed(), 6), model=model_id, url=ep.url, state="down",
+                         termination=termination, kind=r.kind, status=r.status_code, message=why)
+        j = self.wf.stats.model_ids.index(model_id)
+        self._narrow([(v, j) for v in range(self.n)])
+        self.check_stuck()
+
+    def refuse_pair(self, v: int, j: int, why: str) -> None:
+        """A refusal that would repeat for this node's request on this model: (v, j) is out for the run."""
+        if (v, j) in self.pair_refusals:
+            return
+        model_id = self.wf.stats.model_ids[j]
+        self.pair_refusals[(v, j)] = f"model {model_id!r} ({self.endpoints[model_id].url}) {why}"
+        self._narrow([(v, j)])
+        self.check_stuck()
+
     # -- decisions -------------------------------------------------------------------------
 
     def planner_arrays(self) -> DagArrays:
         if self.opt.update == "posterior":
-            return posterior_arrays(self.wf.arr, self.obs, self.opt.prior_strength, self.seed)
-        return self.wf.arr
+            parr = posterior_arrays(self.wf.arr, self.obs, self.opt.prior_strength, self.seed)
+            return parr._replace(available=self.plan_arr.available)
+        return self.plan_arr
+
+    async def _plan(self, fn, view):
+        """The planner's call, raced against the run's end: a decision later than the deadline is dropped."""
+        call = asyncio.ensure_future(PLANNER.run(fn, view))
+        await asyncio.wait({call, self._halt}, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():
+            call.cancel()
+            raise self._halt.result()
+        return call.result()
 
     async def decide(self) -> None:
         ready = self.ready()
@@ -356,7 +498,7 @@ class LiveRun:
             rem = [self.residuals.remaining(v, b.j, now - b.t_launch) for s in b.samples if not s.done]
             inflight.append({"node_id": self.node_ids[v], "model": self.wf.stats.model_ids[b.j],
                              "remaining": rem, "already_success": b.passed})
-        arr = self.wf.arr
+        arr = self.plan_arr
         view = build_view(self.wf.stats, arr, max(0.0, self.available()), max(self.time_left(), 1e-9),
                           [self.node_ids[v] for v in range(self.n) if self.completed[v]], inflight,
                           self.seed, self.decisions)
@@ -364,21 +506,22 @@ class LiveRun:
         posterior = self.opt.update == "posterior" and hasattr(self.policy, "planning_arr")
         estimate = None
         t_plan = time.perf_counter()
-        with self.clock.paused():
-            if posterior:
-                parr = self.planner_arrays()
-                self.policy.planning_arr = parr
-                self.policy.reset(arr, self.seed, self.wf.dag_row, self.trial)
-            if hasattr(self.policy, "decide"):
-                d = await asyncio.get_running_loop().run_in_executor(_PLANNER, self.policy.decide, view)
-                action = None if d is None else (d.act_model, d.act_count)
-                estimate = None if d is None else float(d.score)
-            else:
-                action = await asyncio.get_running_loop().run_in_executor(_PLANNER, self.policy.act, view)
-        plan_ms = (time.perf_counter() - t_plan) * 1e3
-        self.planner_wall += plan_ms / 1e3
-        self.planner_ms += plan_ms
-        self.decisions += 1
+        try:
+            with self.clock.paused():
+                if posterior:
+                    self.policy.planning_arr = self.planner_arrays()
+                    self.policy.reset(arr, self.seed, self.wf.dag_row, self.trial)
+                if hasattr(self.policy, "decide"):
+                    d = await self._plan(self.policy.decide, view)
+                    action = None if d is None else (d.act_model, d.act_count)
+                    estimate = None if d is None else float(d.score)
+                else:
+                    action = await self._plan(self.policy.act, view)
+        finally:
+            plan_ms = (time.perf_counter() - t_plan) * 1e3
+            self.planner_wall += plan_ms / 1e3
+            self.planner_ms += plan_ms
+            self.decisions += 1
         act = {}
         if action is not None:
             models, counts = action
@@ -401,12 +544,12 @@ class LiveRun:
         order = sorted((v for v in ready if counts[v] > 0), key=lambda v: (-int(counts[v]), -self.node_ids[v]))
         for v in order:
             j = int(models[v])
-            if j < 0 or not self.wf.arr.available[v, j]:
+            if j < 0 or not self.plan_arr.available[v, j]:
                 continue
             samples = []
             for _ in range(int(counts[v])):
                 need = self.expected_cost(v, j)
-                room = min(self.available(), self.cap[v] - self.node_cost[v])
+                room = self.node_room(v)
                 a = int(self.attempt_no[v * self.m + j])
                 self.attempt_no[v * self.m + j] += 1  # a refused attempt's number is consumed, as in the simulator
                 tokens, reservation = self.capped(v, j, room)
@@ -415,8 +558,7 @@ class LiveRun:
                                      model=self.wf.stats.model_ids[j], attempt=a, status="refused",
                                      expected_cost=need, budget_left=self.available())
                     break
-                self.reserve(v, reservation)
-                samples.append(_Sample(a, reservation, tokens))
+                samples.append(_Sample(a, reservation, tokens, res=self.ledger_.reserve(reservation, v)))
             if samples:
                 self.start_batch(v, j, samples)
         self.ledger()
@@ -427,7 +569,7 @@ class LiveRun:
         total = 0.0
         for v in ready:
             j = int(models[v])
-            if counts[v] < 1 or j < 0 or not self.wf.arr.available[v, j]:
+            if counts[v] < 1 or j < 0 or not self.plan_arr.available[v, j]:
                 raise _Ended("stalled", f"the action gives node {self.node_ids[v]} no sample")
             need = self.expected_cost(v, j)
             plan.append((v, j, int(counts[v]), need))
@@ -436,20 +578,16 @@ class LiveRun:
         if total > avail:
             self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
                              status="refused", expected_cost=total, budget_left=avail)
-            raise _Ended("budget_exhausted", "the launch's expected cost does not fit in the budget left")
+            raise _Ended("budget_exhausted", f"the launch's expected cost ({total:.6g}) does not fit in the budget "
+                                             f"left ({avail:.6g} of {self.budget:.6g})")
         share = avail / total if total > 0 else np.inf  # >= 1: each sample may reserve share x its expected cost
         for v, j, k, need in plan:
             a0 = int(self.attempt_no[v * self.m + j])
             self.attempt_no[v * self.m + j] += k
             tokens, reservation = self.capped(v, j, need * share)
-            for _ in range(k):
-                self.reserve(v, reservation)
-            self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens) for i in range(k)])
+            self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens, res=self.ledger_.reserve(reservation, v))
+                                    for i in range(k)])
         self.ledger()
-
-    def reserve(self, v: int, amount: float) -> None:
-        self.reserved += amount
-        self.node_cost[v] += amount
 
     def start_batch(self, v: int, j: int, samples: list[_Sample]) -> None:
         b = _Batch(v, j, self.elapsed(), samples)
@@ -461,112 +599,28 @@ class LiveRun:
     # -- one sample ------------------------------------------------------------------------
 
     async def sample(self, b: _Batch, s: _Sample) -> None:
-        """Send one sample's request (with retries), judge the answer, report to its batch."""
-        model_id = self.wf.stats.model_ids[b.j]
-        ep = self.endpoints[model_id]
-        v = b.v
+        """One sample: its request (with retries), its verdict, its report to the batch; never dies silently."""
+        v, model_id = b.v, self.wf.stats.model_ids[b.j]
         node_id = self.node_ids[v]
-        msgs = self.messages(v)
-        body: dict[str, Any] = {"model": ep.model, "messages": msgs, "max_tokens": s.max_tokens}
-        if self.opt.temperature is not None:
-            body["temperature"] = self.opt.temperature
-        headers = {"X-MCPP-Dag": str(self.wf.dag_row), "X-MCPP-Node": str(node_id),
-                   "X-MCPP-Trial": str(self.trial), "X-MCPP-Attempt": str(s.index)}
-        faults: dict[str, int] = {}
-        tries = 0
-        start = self.elapsed()
-        status, text, pt, ct, source, charge = "failed", "", 0, 0, "none", 0.0
-        held = s.reservation  # the reservation this sample holds now (0 once settled)
         try:
-            while True:
-                tries += 1
-                timeout = self.clock.timeout_for(self.time_left(), ep.request_timeout_s)
-                if timeout <= 0:
-                    status = "deadline"
-                    break
-                async with self.limits[model_id]:
-                    self.requests += 1
-                    r = await try_once(self.http, ep, body, headers, timeout, msgs)
-                if self.health.record(model_id, r.kind):
-                    self._fatal = _Ended("provider_unavailable",
-                                         f"endpoint of model {model_id!r} ({ep.url}) is down: {r.kind} {r.detail}".strip())
-                    self._wake.set()
-                    status = "provider_unavailable"
-                    break
-                if r.kind in ("ok", "truncated"):
-                    charge = min(self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0), held)
-                    over = self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) > held
-                    self.settle(v, held, charge)
-                    held = 0.0
-                    pt, ct, source, text = r.prompt_tokens, r.completion_tokens, r.usage_source, r.text
-                    if over:
-                        faults["over_reservation"] = faults.get("over_reservation", 0) + 1
-                    if r.kind == "ok":
-                        status = "ok"
-                        break
-                faults[r.kind] = faults.get(r.kind, 0) + 1
-                if r.kind == "truncated" and body["max_tokens"] < ep.max_tokens:
-                    status = "truncated"  # cut where the budget capped it: a failed sample, not a fault to retry
-                    break
-                if r.kind not in RETRYABLE:
-                    status = r.kind
-                    break
-                if r.kind in UNKNOWN_BILLING:  # what the provider bills is unknown: the reservation stays held
-                    self.unbilled += held
-                    self.reserved -= held
-                    held = 0.0
-                if tries >= self.opt.max_tries:
-                    status = "gave_up"
-                    break
-                wait = backoff_s(tries, r.retry_after, self.opt.backoff_base_s, self.opt.backoff_cap_s, self.rng)
-                if wait * 1.0 >= self.clock.to_wall(self.time_left()):
-                    status = "deadline"
-                    break
-                if held == 0.0:  # a retry needs a fresh reservation (at most the one it had)
-                    room = min(self.available(), self.cap[v] - self.node_cost[v], s.reservation)
-                    tokens, reservation = self.capped(v, b.j, room)
-                    if self.expected_cost(v, b.j) > room or tokens < 1:
-                        status = "budget"
-                        break
-                    self.reserve(v, reservation)
-                    held = reservation
-                    body["max_tokens"] = tokens
-                self.retries += 1
-                await asyncio.sleep(wait)
+            out = await self.request(b, s)
+            passed, why = False, out.status
+            if out.status in ("ok", "truncated"):
+                task: Task = self.wf.tasks[node_id]
+                parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
+                passed, why = await verifiers.judge(task, out.text, parents,
+                                                    self.clock.to_wall(max(self.time_left(), 0.0)))
+                self.obs.add(v, b.j, passed, self.elapsed() - b.t_launch, out.charge)
         except asyncio.CancelledError:
-            if held:
-                self.unbilled += held
-                self.reserved -= held
-                held = 0.0
-            self.trace.write("request", t=round(self.elapsed(), 6), node=node_id, model=model_id, attempt=s.index,
-                             start=round(start, 6), end=round(self.elapsed(), 6), status="cancelled",
-                             input_tokens=None, output_tokens=None, cost=0.0, retries=tries - 1, faults=faults)
             s.done = True
             raise
-        if held:  # never answered: nothing known to be billed; the reservation is released
-            self.reserved -= held
-            self.node_cost[v] -= held
-            held = 0.0
-        end = self.elapsed()
-        self.trace.write("request", t=round(end, 6), node=node_id, model=model_id, attempt=s.index,
-                         start=round(start, 6), end=round(end, 6), status=status, input_tokens=pt, output_tokens=ct,
-                         usage=source, cost=charge, max_tokens=int(body["max_tokens"]),
-                         max_tokens_capped=bool(body["max_tokens"] < ep.max_tokens), retries=tries - 1, faults=faults)
-        self.ledger()
-        passed, why = False, status
-        if status in ("ok", "truncated") or (status == "gave_up" and text):
-            task: Task = self.wf.tasks[node_id]
-            parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
-            if task.kind == "generic" and task.regex is not None:
-                passed, why = task.judge(text, parents)
-            else:
-                passed, why = await asyncio.to_thread(task.judge, text, parents)
-            self.obs.add(v, b.j, passed, end - start, charge)
+        except Exception as exc:  # noqa: BLE001 (a bug in one sample is that sample's failure, in the trace)
+            passed, why = False, f"executor_error: {type(exc).__name__}: {exc}"[:200]
         s.passed, s.done = passed, True
         b.judged += 1
         if passed and not b.passed:
             b.passed = True
-            b.answers[s.index] = text
+            b.answers[s.index] = out.text
         self.trace.write("verdict", t=round(self.elapsed(), 6), node=node_id, model=model_id, attempt=s.index,
                          passed=passed, reason=why,
                          node_completed=bool(b.passed and (b.judged == len(b.samples) or self.opt.cancel_siblings)))
@@ -578,11 +632,129 @@ class LiveRun:
         elif b.judged == len(b.samples) and not (b.passed and self.opt.cancel_siblings):
             self.finished.put_nowait(v)
 
-    def settle(self, v: int, held: float, charge: float) -> None:
-        """A sample's answer: its reservation becomes its charge."""
-        self.reserved -= held
-        self.spent += charge
-        self.node_cost[v] += charge - held
+    async def request(self, b: _Batch, s: _Sample) -> _Outcome:
+        """Send one sample's request with braked retries; every path settles, marks or releases its reservation
+        (:func:`executor.ledger.billing_of`) and writes one ``request`` line."""
+        v, j = b.v, b.j
+        model_id = self.wf.stats.model_ids[j]
+        ep = self.endpoints[model_id]
+        node_id = self.node_ids[v]
+        msgs = self.messages(v)
+        keys = {"dag": self.wf.dag_row, "node": node_id, "trial": self.trial, "attempt": s.index}
+        headers = {"X-MCPP-Dag": str(self.wf.dag_row), "X-MCPP-Node": str(node_id),
+                   "X-MCPP-Trial": str(self.trial), "X-MCPP-Attempt": str(s.index)}
+        gate = gate_of(ep)
+        out = _Outcome()
+        start = self.elapsed()
+        sent: list[bool] = [False]
+        in_try = False
+        try:
+            while True:
+                if model_id in self.down:
+                    out.status = "model_down"
+                    break
+                wait = gate.wait_s()
+                if wait > 0:  # the endpoint asked every client to wait (Retry-After)
+                    if wait >= self.clock.to_wall(self.time_left()):
+                        self.model_down(model_id, TryResult(
+                            "http_429", status_code=429,
+                            detail=f"asks to wait {wait:.3g} s (Retry-After), more than the time left"))
+                        out.status = "model_down"
+                        break
+                    await asyncio.sleep(wait)
+                    continue
+                if self.pair_requests[(v, j)] >= self.opt.max_requests_per_pair:
+                    out.status = "request_ceiling"
+                    out.error = f"{self.opt.max_requests_per_pair} requests for this (node, model) in this run"
+                    self.refuse_pair(v, j, f"reached the ceiling of {out.error}")
+                    break
+                timeout = self.clock.timeout_for(self.time_left(), ep.request_timeout_s)
+                if timeout <= 0:
+                    out.status = "deadline"
+                    break
+                async with self.limits[model_id]:
+                    if model_id in self.down or gate.wait_s() > 0:
+                        continue
+                    body = request_body(ep, msgs, s.max_tokens, keys, self.opt.temperature)
+                    self.requests += 1
+                    self.pair_requests[(v, j)] += 1
+                    out.tries += 1
+                    sent[0], in_try = False, True
+                    r = await try_once(self.http, ep, body, headers, timeout, msgs, sent)
+                    in_try = False
+                out.http_status = r.status_code
+                if r.kind != "ok":
+                    out.error = r.detail
+                if r.billing == SETTLED:
+                    full = self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0)
+                    out.charge += self.ledger_.settle(s.res, full)
+                    if full > s.res.amount:
+                        out.faults["over_reservation"] += 1
+                    s.res = None
+                elif r.billing == UNBILLED:
+                    self.ledger_.mark_possibly_billed(s.res)
+                    s.res = None
+                if r.bad_text:
+                    out.faults["bad_text"] += 1
+                if r.kind in ("ok", "truncated"):
+                    out.status, out.text = r.kind, r.text
+                    out.pt, out.ct, out.source = r.prompt_tokens, r.completion_tokens, r.usage_source
+                    if r.kind == "truncated":
+                        out.faults["truncated"] += 1
+                    break
+                out.faults[r.kind] += 1
+                if r.kind == "http_429":
+                    gate.close_for(r.retry_after)
+                if self.health.record(model_id, r.kind):
+                    self.model_down(model_id, r)
+                    out.status = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
+                    break
+                if r.kind == "http_4xx":  # would repeat for this prompt: not re-sent, (node, model) out
+                    self.refuse_pair(v, j, r.detail)
+                    out.status = "http_4xx"
+                    break
+                if r.kind not in RETRYABLE:
+                    out.status = r.kind
+                    break
+                if out.tries >= self.opt.max_tries:
+                    out.status = "gave_up"
+                    break
+                wait = backoff_s(out.tries, r.retry_after, self.opt.backoff_base_s, self.opt.backoff_cap_s, self.rng)
+                if wait >= self.clock.to_wall(self.time_left()):
+                    out.status = "deadline"
+                    break
+                if s.res is None:  # the last try may have been billed: a retry needs a fresh reservation
+                    room = min(self.node_room(v), s.reservation)
+                    tokens, amount = self.capped(v, j, room)
+                    if self.expected_cost(v, j) > room or tokens < 1:
+                        out.status = "budget"
+                        break
+                    s.res = self.ledger_.reserve(amount, v)
+                    s.max_tokens = tokens
+                self.retries += 1
+                await asyncio.sleep(wait)
+        except asyncio.CancelledError:
+            out.status = "cancelled"
+            raise
+        except Exception as exc:
+            out.status, out.error = "executor_error", f"{type(exc).__name__}: {exc}"[:200]
+            raise
+        finally:
+            if s.res is not None and s.res.state == HELD:
+                if in_try and sent[0]:  # cut off mid-request: the provider may bill it
+                    self.ledger_.mark_possibly_billed(s.res)
+                else:  # never reached the server (backoff, queue, connecting): nothing can be billed
+                    self.ledger_.release(s.res)
+                s.res = None
+            end = self.elapsed()
+            self.trace.write("request", t=round(end, 6), node=node_id, model=model_id, attempt=s.index,
+                             start=round(start, 6), end=round(end, 6), status=out.status, input_tokens=out.pt,
+                             output_tokens=out.ct, usage=out.source, cost=out.charge, max_tokens=int(s.max_tokens),
+                             max_tokens_capped=bool(s.max_tokens < ep.max_tokens), retries=max(out.tries - 1, 0),
+                             tries=out.tries, http_status=out.http_status, error=out.error or None,
+                             faults=dict(out.faults))
+            self.ledger()
+        return out
 
     def end_batch(self, v: int) -> None:
         b = self.batches.pop(v, None)
@@ -598,5 +770,4 @@ class LiveRun:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        if tasks:
             self.ledger()

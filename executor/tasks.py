@@ -13,8 +13,10 @@ Kinds:
   ``{parents}``, the accepted answers of the node's parents, are filled in)
   and ``verify``: ``{"regex": R}`` (the answer passes when ``R`` matches it)
   or ``{"command": [argv...], "timeout_s": T}`` (the answer on stdin of the
-  command, run in a fresh temporary directory with an empty environment,
-  CPU and memory limits; exit status 0 passes).
+  command, run in its own process group in a fresh temporary directory with
+  an empty environment and limits, :mod:`executor.verifiers`; exit status 0
+  passes). ``timeout_s`` (default 10, at most 3600) bounds either verifier;
+  the regex is compiled and the command found on PATH at load.
 * ``codeflow``: a CodeFlowBench subproblem; messages from
   :func:`codeflow.prompts.build_messages` (the parents' accepted code as
   context), verdict from the sandboxed unit tests of :func:`codeflow.verify.verify_code`.
@@ -29,15 +31,14 @@ the loopback world answers (``docs/executor.md``).
 from __future__ import annotations
 
 import json
-import os
-import re
-import resource
-import subprocess
-import tempfile
+import math
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from simulator.base.errors import ConfigError
 
@@ -51,7 +52,7 @@ LOOPBACK_TASK: dict[str, Any] = {
     "verify": {"regex": PASS_MARKER},
 }
 COMMAND_TIMEOUT_S = 10.0
-COMMAND_MEMORY_BYTES = 512 * 1024 * 1024
+MAX_TIMEOUT_S = 3600.0
 
 
 @dataclass
@@ -62,7 +63,7 @@ class Task:
     kind: str
     spec: dict[str, Any]
     problem: Any = None  # codeflow: the codeflow.dataset.Problem
-    regex: re.Pattern | None = None
+    regex: regex.Pattern | None = None
     command: list[str] | None = None
     timeout_s: float = COMMAND_TIMEOUT_S
     payload: dict[str, Any] = field(default_factory=dict)
@@ -94,17 +95,13 @@ class Task:
 
             text = render(load_template(self.spec["template"]), **{k: str(v) for k, v in self.spec["values"].items()})
             return [{"role": "user", "content": text}]
-        parents = "\n".join(f"[{k}] {v}" for k, v in sorted(parent_answers.items()))
+        parents = "\n".join(f"[{k}] {_clean(v)}" for k, v in sorted(parent_answers.items()))
         text = self.spec["prompt"].replace("{node_id}", str(self.node_id)).replace("{problem_id}", str(problem_id))
         return [{"role": "user", "content": text.replace("{parents}", parents)}]
 
     def judge(self, answer: str, parent_answers: Mapping[int, str]) -> tuple[bool, str]:
-        """(passed, reason) for one answer; may block (sandbox, Lean): call it in a thread."""
-        if self.kind == "generic":
-            if self.regex is not None:
-                ok = self.regex.search(answer or "") is not None
-                return ok, "regex matched" if ok else "regex did not match"
-            return run_command(self.command or [], answer, self.timeout_s)
+        """(passed, reason) of a CodeFlow or ProofFlow answer; blocks (sandbox, Lean): the executor calls it on a
+        judge thread with a bound (:func:`executor.verifiers.judge`, which also judges the generic kinds)."""
         if self.kind == "codeflow":
             from codeflow.extract import extract_code
             from codeflow.verify import verify_code
@@ -112,6 +109,8 @@ class Task:
             deps = self._upstream_code(parent_answers)
             v = verify_code(self.problem, self.subproblem, extract_code(answer, self.subproblem), deps)
             return bool(v.success), v.failure_reason or "tests passed"
+        if self.kind != "proofflow":
+            raise ValueError(f"a {self.kind} task is judged by executor.verifiers.judge")
         from ProofFlow.lean_check import LeanChecker
         from ProofFlow.prompts import extract_lean_code
 
@@ -122,24 +121,17 @@ class Task:
         return bool(res.success), res.failure_reason or "Lean check passed"
 
 
-def _limits() -> None:  # in the child, before exec
-    resource.setrlimit(resource.RLIMIT_AS, (COMMAND_MEMORY_BYTES, COMMAND_MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (int(COMMAND_TIMEOUT_S) + 1, int(COMMAND_TIMEOUT_S) + 1))
-    os.setsid()
+def _clean(text: str) -> str:
+    """Endpoint text made safe for a prompt (lone surrogates replaced)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def run_command(argv: Sequence[str], answer: str, timeout_s: float) -> tuple[bool, str]:
-    """A generic verifier command: answer on stdin, fresh temporary directory, empty environment, limits."""
-    with tempfile.TemporaryDirectory(prefix="executor_verify_") as tmp:
-        try:
-            proc = subprocess.run(list(argv), input=answer, text=True, capture_output=True, cwd=tmp,
-                                  env={"PATH": "/usr/bin:/bin", "HOME": tmp}, timeout=timeout_s,
-                                  preexec_fn=_limits)  # noqa: PLW1509 (limits in the child, nothing shared)
-        except subprocess.TimeoutExpired:
-            return False, f"verifier command timed out after {timeout_s:g} s"
-        except OSError as exc:
-            return False, f"verifier command could not start: {exc}"
-    return proc.returncode == 0, f"verifier exit status {proc.returncode}"
+def _timeout(ver: Mapping[str, Any], nid: int, where: str) -> float:
+    t = ver.get("timeout_s", COMMAND_TIMEOUT_S)
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not 0 < t <= MAX_TIMEOUT_S:
+        raise ConfigError(f"{where}: node {nid}: verify timeout_s must be a number of seconds in (0, "
+                          f"{MAX_TIMEOUT_S:g}], got {t!r}")
+    return float(t)
 
 
 def _check_task(raw: Any, nid: int, where: str) -> dict[str, Any]:
@@ -154,13 +146,22 @@ def _check_task(raw: Any, nid: int, where: str) -> dict[str, Any]:
         ver = raw.get("verify")
         if not isinstance(ver, Mapping) or ("regex" in ver) == ("command" in ver):
             raise ConfigError(f"{where}: node {nid}: a generic task needs 'verify': {{'regex': R}} or {{'command': [...]}}")
+        unknown = set(ver) - {"regex", "command", "timeout_s"}
+        if unknown:
+            raise ConfigError(f"{where}: node {nid}: verify has unknown item(s) {sorted(unknown)}")
+        _timeout(ver, nid, where)
         if "regex" in ver:
+            if not isinstance(ver["regex"], str):
+                raise ConfigError(f"{where}: node {nid}: verify regex must be a string")
             try:
-                re.compile(str(ver["regex"]))
-            except re.error as exc:
+                regex.compile(ver["regex"])
+            except regex.error as exc:
                 raise ConfigError(f"{where}: node {nid}: verify regex does not compile: {exc}") from None
         elif not (isinstance(ver["command"], list) and ver["command"] and all(isinstance(a, str) for a in ver["command"])):
             raise ConfigError(f"{where}: node {nid}: verify command must be a non-empty list of strings")
+        elif shutil.which(ver["command"][0], path="/usr/bin:/bin") is None:
+            raise ConfigError(f"{where}: node {nid}: verify command {ver['command'][0]!r} is not found "
+                              f"(commands run with PATH=/usr/bin:/bin; give an absolute path)")
     elif kind == "codeflow":
         for key in ("problem", "subproblem"):
             if not isinstance(raw.get(key), str) or not raw[key]:
@@ -174,9 +175,11 @@ def _check_task(raw: Any, nid: int, where: str) -> dict[str, Any]:
 def build_tasks(doc: Mapping[str, Any] | None, node_ids: Sequence[int], parents: Mapping[int, Sequence[int]],
                 where: str) -> dict[int, Task]:
     """Tasks for every node id (``doc`` None: the loopback task everywhere); refused with file and node."""
-    doc = doc or {"default": LOOPBACK_TASK}
-    if not isinstance(doc, Mapping):
-        raise ConfigError(f"{where}: a tasks file is an object with 'nodes' and/or 'default'")
+    if doc is None:
+        doc = {"default": LOOPBACK_TASK}
+    if not isinstance(doc, Mapping) or not (doc.get("nodes") or doc.get("default")):
+        raise ConfigError(f"{where}: a tasks file is an object with 'nodes' and/or 'default' (got {type(doc).__name__}"
+                          f"{' without either' if isinstance(doc, Mapping) else ''})")
     unknown = set(doc) - {"dataset", "default", "nodes"}
     if unknown:
         raise ConfigError(f"{where}: unknown item(s) {sorted(unknown)}; expected dataset, default, nodes")
@@ -185,8 +188,9 @@ def build_tasks(doc: Mapping[str, Any] | None, node_ids: Sequence[int], parents:
         raise ConfigError(f"{where}: 'nodes' must be an object {{node id: task}}")
     known = {int(n) for n in node_ids}
     for key in nodes:
-        if not str(key).lstrip("-").isdigit() or int(key) not in known:
-            raise ConfigError(f"{where}: nodes: {key!r} is not a node of the DAG (nodes {sorted(known)})")
+        if not isinstance(key, str) or not key.isdigit() or str(int(key)) != key or int(key) not in known:
+            raise ConfigError(f"{where}: nodes: {key!r} is not a node id of the DAG (nodes {sorted(known)}, "
+                              f"written as plain integers)")
     tasks: dict[int, Task] = {}
     problems: dict[str, Any] = {}
     for nid in node_ids:
@@ -197,11 +201,11 @@ def build_tasks(doc: Mapping[str, Any] | None, node_ids: Sequence[int], parents:
         t = Task(int(nid), spec["kind"], spec)
         if t.kind == "generic":
             ver = spec["verify"]
+            t.timeout_s = _timeout(ver, int(nid), where)
             if "regex" in ver:
-                t.regex = re.compile(str(ver["regex"]))
+                t.regex = regex.compile(ver["regex"])
             else:
                 t.command = list(ver["command"])
-                t.timeout_s = float(ver.get("timeout_s", COMMAND_TIMEOUT_S))
         elif t.kind == "codeflow":
             t.problem = _codeflow_problem(doc, spec, problems, where, int(nid))
         tasks[int(nid)] = t
@@ -235,6 +239,10 @@ def load_tasks(path: str | None, node_ids: Sequence[int], parents: Mapping[int, 
         doc = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: line {exc.lineno}: tasks file is not valid JSON") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: tasks file is not UTF-8 text") from None
+    if doc is None:
+        raise ConfigError(f"{path}: a tasks file is an object with 'nodes' and/or 'default' (got null)")
     return build_tasks(doc, node_ids, parents, str(path))
 
 

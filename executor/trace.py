@@ -7,7 +7,7 @@ trace after every write, so the event loop never waits for the disk (each event
 is covered by an fsync started after it was written; a power cut can lose
 only the last few milliseconds); ``fsync="inline"`` fsyncs inside
 :meth:`Trace.write`. Events (``docs/executor.md``): ``run``, ``plan``,
-``request``, ``verdict``, ``ledger``, ``end``.
+``request``, ``verdict``, ``ledger``, ``endpoint`` (a model out for the run), ``end``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import dumps_compact
 
-EVENTS = ("run", "plan", "request", "verdict", "ledger", "end")
+EVENTS = ("run", "plan", "request", "verdict", "ledger", "endpoint", "end")
 
 
 class _Syncer:
@@ -191,19 +191,22 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
         "nodes_completed": completed,
         "n_nodes": run.get("n_nodes"),
     }
+    out["models_down"] = {e["model"]: e.get("message") for e in events if e["event"] == "endpoint"}
     if end is not None:
         for k in ("success", "on_time", "makespan_s", "spent", "unbilled", "termination", "message"):
             out[k] = end.get(k)
-    else:
-        last = ledgers[-1] if ledgers else {"spent": 0.0, "reserved": 0.0}
+    else:  # cut off: the money that may have been billed is what the last ledger held, all of it
+        last = ledgers[-1] if ledgers else {"spent": 0.0, "reserved": 0.0, "unbilled": 0.0}
+        spent, reserved, unbilled = (float(last.get(k) or 0.0) for k in ("spent", "reserved", "unbilled"))
         out.update(success=None, on_time=None, termination="cut_off (no end event)",
-                   spent=last.get("spent"), reserved_at_cut=last.get("reserved"),
+                   spent=spent, unbilled=unbilled, reserved_at_cut=reserved,
+                   may_have_been_billed=spent + unbilled + reserved,
                    last_event_s=max((e.get("t", 0.0) or 0.0) for e in events))
     return out
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "budget",
-            "deadline_s", "plans", "planner_ms", "requests", "retries", "faults", "request_status",
-            "nodes_completed", "n_nodes", "complete", "events", "message")
+    keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "reserved_at_cut",
+            "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests", "retries", "faults",
+            "request_status", "models_down", "nodes_completed", "n_nodes", "complete", "events", "message")
     return "\n".join(f"{k:16s} {s[k]}" for k in keys if k in s and s[k] is not None)
