@@ -17,9 +17,17 @@ from pathlib import Path
 
 from executor.agree import agree, format_agreement, http_client, live_episodes
 from executor.clock import Clock
-from executor.endpoints import endpoints_toml, load_endpoints
-from executor.inputs import budget_and_deadline, check_method, live_cost_mode, load_dag, make_workflow
-from executor.live import LiveRun, Options
+from executor.endpoints import check_keys, endpoints_toml, load_endpoints
+from executor.inputs import (
+    budget_and_deadline,
+    check_method,
+    check_trace_path,
+    live_cost_mode,
+    load_dag,
+    make_workflow,
+    writable_file,
+)
+from executor.live import EXIT_CODES, LiveRun, Options
 from executor.trace import Trace, format_summary, read_trace, summarize
 from executor.world import Faults, World, stats_dict
 from simulator.base.errors import ConfigError, cli_entry
@@ -85,21 +93,33 @@ def _checked(args, *, endpoints: bool):
 def cmd_run(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m executor run", description="Run a workflow live.")
     _common(ap, endpoints=True)
-    ap.add_argument("--trace", required=True, help="trace JSONL (one event per line, fsynced)")
+    ap.add_argument("--trace", required=True, help="trace JSONL (one event per line, fsynced); a new file")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     ap.add_argument("--trial", type=int, default=0, help="trial number (sent to the endpoints in X-MCPP-Trial)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)
+    check_trace_path(args.trace, [args.pool, args.endpoints, args.tasks], args.overwrite)
     pool, wf, eps, params = _checked(args, endpoints=True)
+    check_keys(eps, wf.stats.model_ids, args.endpoints)
     budget, deadline = budget_and_deadline(args, wf, args.time_scale)
     opt = _run_options(args)
+    signalled: list[str] = []
 
     async def go():
         clock = Clock(args.time_scale)
         trace = Trace(args.trace)
+        loop = asyncio.get_running_loop()
         try:
             async with http_client() as http:
                 run = LiveRun(wf, eps, args.method, budget, deadline, http=http, clock=clock, trace=trace,
                               params=params, seed=args.seed, trial=args.trial, options=opt)
+
+                def on_signal(sig: signal.Signals) -> None:
+                    signalled.append(sig.name)
+                    run.interrupt(sig.name)
+
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, on_signal, sig)
                 return await run.run()
         finally:
             trace.close()
@@ -108,10 +128,11 @@ def cmd_run(argv: Sequence[str]) -> int:
     events, torn = read_trace(args.trace)
     s = summarize(events, torn)
     print(json.dumps(s) if args.json else format_summary(s))
-    if res.termination == "provider_unavailable":
-        print(f"error: {res.message}", file=sys.stderr)
-        return 3
-    return 0
+    if res.termination != "completed":
+        print(f"{res.termination}: {res.message}", file=sys.stderr)
+    if res.termination == "interrupted":
+        return 143 if signalled and signalled[0] == "SIGTERM" else 130
+    return EXIT_CODES.get(res.termination, 0)
 
 
 def cmd_summary(argv: Sequence[str]) -> int:
@@ -150,6 +171,8 @@ def cmd_world(argv: Sequence[str]) -> int:
     except ValueError as exc:
         raise ConfigError(f"--fault-*: {exc}") from None
     pool, dag = load_dag(args.pool, args.dag)
+    if args.write_endpoints:
+        writable_file(args.write_endpoints, "--write-endpoints", [args.pool, args.tasks])
     tasks = {}
     if args.tasks:
         wf = make_workflow(pool, dag, args.pool, None, "", args.tasks, "token_cost_mean")
@@ -157,7 +180,11 @@ def cmd_world(argv: Sequence[str]) -> int:
 
     async def serve():
         world = World(pool, seed=seed, clock=Clock(args.time_scale), faults=faults, usage=args.usage, tasks=tasks)
-        port = await world.start(port=args.port)
+        try:
+            port = await world.start(port=args.port)
+        except OSError as exc:
+            raise ConfigError(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror or exc})") \
+                from None
         if args.write_endpoints:
             atomic_write_text(args.write_endpoints, endpoints_toml(world.endpoints()))
         print(f"loopback world on http://127.0.0.1:{port}/v1 ({len(pool)} DAGs, time scale {args.time_scale:g})",
@@ -219,22 +246,24 @@ def cmd_demo(argv: Sequence[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     params = {"M": 16}
     summaries = {}
-    print(f"demo: DAG {dag} ({wf.stats.problem_id}, {wf.stats.n_nodes} nodes), budget {budget:.0f} tokens, "
-          f"deadline {deadline:.1f} model s ({deadline * args.time_scale:.1f} wall s at time scale "
-          f"{args.time_scale:g}); a loopback world on 127.0.0.1; traces in {out_dir}", flush=True)
+    print(f"demo: one live episode per method on DAG {dag} ({wf.stats.problem_id}, {wf.stats.n_nodes} nodes), "
+          f"budget {budget:.0f} tokens, deadline {deadline:.1f} model seconds ({deadline * args.time_scale:.1f} wall s "
+          f"at time scale {args.time_scale:g}); a loopback world on 127.0.0.1; traces in {out_dir}", flush=True)
     for method in (MCPP, "sequential"):
         d = out_dir / method
         asyncio.run(live_episodes(wf, pool, method, budget, deadline, 1, scale=args.time_scale, seed=0,
                                   world_seed=1, params=params, trace_dir=str(d), pausable=False,
                                   options=Options(warm_up=True)))
         summaries[method] = summarize(*read_trace(d / "trial_00000.jsonl"))
-    keys = ("termination", "on_time", "makespan_s", "spent", "plans", "planner_ms", "requests", "retries")
-    print(f"{'':14s} {MCPP:>22s} {'sequential':>22s}")
-    for k in keys:
+    keys = (("termination", "termination"), ("on_time", "on_time"), ("makespan_s", "makespan (model s)"),
+            ("spent", "spent (tokens)"), ("plans", "plans"), ("planner_ms", "planner_ms"), ("requests", "requests"),
+            ("retries", "retries"))
+    print(f"{'':18s} {'MCPP':>22s} {'sequential':>22s}")
+    for k, label in keys:
         a, b = summaries[MCPP].get(k), summaries["sequential"].get(k)
         fa = f"{a:.2f}" if isinstance(a, float) else str(a)
         fb = f"{b:.2f}" if isinstance(b, float) else str(b)
-        print(f"{k:14s} {fa:>22s} {fb:>22s}")
+        print(f"{label:18s} {fa:>22s} {fb:>22s}")
     return 0
 
 

@@ -9,7 +9,9 @@ an unknown method, a cost mode with no live meaning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from executor.endpoints import Endpoint, check_models_served
@@ -87,3 +89,28 @@ def budget_and_deadline(args, wf: Workflow, time_scale: float) -> tuple[float, f
     else:
         deadline = positive_finite(args.deadline_ratio, "--deadline-ratio") * nominal_deadline(wf.arr, where)
     return float(positive_finite(budget, "the budget")), float(positive_finite(deadline, "the deadline"))
+
+
+def writable_file(path: str, flag: str, inputs: Iterable[str | None]) -> Path:
+    """An output file path that names none of the command's inputs and whose folder can be written."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{flag} {path}: is a folder; name a file")
+    for src in inputs:
+        if src and Path(src).exists() and p.exists() and p.resolve() == Path(src).resolve():
+            raise ConfigError(f"{flag} {path}: is an input of this command ({src}); name another file")
+    parent = p.resolve().parent
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK):
+        raise ConfigError(f"{flag} {path}: the folder {probe} cannot be written")
+    return p
+
+
+def check_trace_path(trace: str, inputs: Iterable[str | None], overwrite: bool) -> Path:
+    """``--trace``: a new file (``--overwrite`` replaces one), never one of the run's inputs."""
+    p = writable_file(trace, "--trace", inputs)
+    if p.exists() and not overwrite:
+        raise ConfigError(f"--trace {trace}: exists already; name a new file or pass --overwrite")
+    return p

@@ -178,7 +178,7 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
         "problem_id": run.get("problem_id"),
         "budget": run.get("budget"),
         "deadline_s": run.get("deadline_s"),
-        "complete": end is not None,
+        "trace_complete": end is not None,
         "torn_last_line": torn,
         "events": len(events),
         "plans": len(plans),
@@ -208,5 +208,5 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
 def format_summary(s: dict[str, Any]) -> str:
     keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "reserved_at_cut",
             "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests", "retries", "faults",
-            "request_status", "models_down", "nodes_completed", "n_nodes", "complete", "events", "message")
-    return "\n".join(f"{k:16s} {s[k]}" for k in keys if k in s and s[k] is not None)
+            "request_status", "models_down", "nodes_completed", "n_nodes", "trace_complete", "events", "message")
+    return "\n".join(f"{k:21s} {s[k]}" for k in keys if k in s and s[k] is not None and s[k] != "" and s[k] != {})

@@ -185,7 +185,7 @@ def test_trace_cut_mid_line_is_summarized(tmp_path):
         fh.write('{"event": "verdict", "t": 1.1, "no')  # killed mid-write
     ev, torn = read_trace(p)
     s = summarize(ev, torn)
-    assert torn and not s["complete"] and s["termination"].startswith("cut_off")
+    assert torn and not s["trace_complete"] and s["termination"].startswith("cut_off")
     assert s["retries"] == 2 and s["faults"] == {"http_429": 2} and s["spent"] == 3.0
     r = cli("summary", str(p))
     assert r.returncode == 0 and "cut_off" in r.stdout
