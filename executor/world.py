@@ -1,23 +1,36 @@
 """The loopback world: an OpenAI-compatible HTTP server on 127.0.0.1 that answers from a pool's statistics.
 
-Each request names what it is for in four headers (``docs/executor.md``):
-``X-MCPP-Dag`` (the pool row), ``X-MCPP-Node`` (the node id), ``X-MCPP-Trial``
-(the live run's trial number) and ``X-MCPP-Attempt`` (the attempt index of
-that (node, model) in the run); the model is the body's ``model`` (the
-world's endpoints file names every model by its pool id). The world draws
-the attempt with the simulator's own keyed draw
+Each request names what it is for by four keys (``docs/executor.md``): the
+DAG (the pool row), the node id, the live run's trial number and the attempt
+index of that (node, model) in the run. They come either as four headers
+(``X-MCPP-Dag``, ``X-MCPP-Node``, ``X-MCPP-Trial``, ``X-MCPP-Attempt``) or as
+a top-level body object ``"mcpp": {"dag", "node", "trial", "attempt"}``,
+which a gateway with default settings (LiteLLM) passes on while it drops
+unknown headers; the headers win when both are there. The model is the
+body's ``model`` (the world's endpoints file names every model by its pool
+id). The world draws the attempt with the simulator's own keyed draw
 (:func:`simulator.engine.loop.draw_attempt`, key (seed, DAG, trial, node,
 model, attempt), exactly the key of the simulator's attempt), so latency,
 output tokens and success come from the same distributions (the same row
 of the same (node, model) for the same key), sleeps ``latency x scale``
 wall seconds on its clock, reports the drawn output tokens as usage
-(``usage="max"``: always the request's ``max_tokens``) and answers with
-content the node's verifier accepts or rejects (:func:`executor.tasks.loopback_answer`).
+(``usage="max"``: always the request's cap) and answers with content the
+node's verifier accepts or rejects (:func:`executor.tasks.loopback_answer`).
+
+It speaks OpenAI as the official SDK parses it strictly: answers carry
+``id``, ``object``, ``created``, ``model``, ``system_fingerprint``;
+``stream=True`` is served as server-sent events (``stream_options.include_usage``
+adds the final usage chunk); ``n > 1`` is served as n choices, choice i being
+attempt ``attempt + i`` (what n requests of a batch would draw); the cap is
+``max_tokens`` or ``max_completion_tokens`` (both: the smaller); every error
+body is ``{"error": {"message", "type", "param", "code"}}``; ``GET /v1/models``
+lists the pool's models.
 
 Faults are drawn per try with keyed uniforms of their own (stream
 :data:`STREAM_WORLD`), so a retry of an attempt meets a fresh fault draw but
 the same attempt outcome: 429 (with ``Retry-After``), 500, a hang (the
-client's timeout fires) and a reset connection.
+client's timeout fires) and a reset connection. :mod:`executor.hostile`
+serves many more, on request.
 """
 
 from __future__ import annotations
@@ -25,8 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +51,7 @@ import orjson
 from executor.clock import Clock
 from executor.endpoints import Endpoint
 from executor.tasks import LOOPBACK_TASK, Task, build_tasks, loopback_answer
+from simulator.base.errors import ConfigError
 from simulator.base.rng import STREAM_ATTEMPT, fold, make_key, uniform
 from simulator.costs.arrays import CostSetting, DagArrays, build_arrays
 from simulator.costs.charges import DEFAULT_PRICES
@@ -45,8 +60,77 @@ from simulator.pools.pool import Pool
 
 #: keyed stream of the world's fault draws (beside the simulator's streams 1..6)
 STREAM_WORLD = 101
-HEADERS = ("x-mcpp-dag", "x-mcpp-node", "x-mcpp-trial", "x-mcpp-attempt")
+#: the four keys of a request, in the order of the draw's arguments
+KEY_FIELDS = ("dag", "node", "trial", "attempt")
+HEADERS = tuple(f"x-mcpp-{k}" for k in KEY_FIELDS)
+#: the top-level body object carrying the keys (a default LiteLLM proxy passes it on, and drops the headers)
+BODY_KEYS = "mcpp"
 HANG_S = 3600.0
+#: OpenAI's own limit on ``n``
+MAX_N = 128
+SYSTEM_FINGERPRINT = "fp_mcpp_loopback"
+OWNED_BY = "mcpp-loopback"
+#: characters of content per streamed chunk
+STREAM_PIECE = 16
+#: (type, code) of an error body per status, as OpenAI names them
+ERROR_KINDS = {
+    400: ("invalid_request_error", "bad_request"),
+    404: ("invalid_request_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", "server_error"),
+    504: ("server_error", "timeout"),
+}
+
+
+@dataclass
+class Reply:
+    """One answer of the world: a body, a stream of body pieces, a custom sender, or nothing (a reset).
+
+    ``send`` (used by :mod:`executor.hostile`) writes the whole response
+    itself on the raw connection and returns whether the connection may be
+    kept alive.
+    """
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    stream: AsyncIterator[bytes] | None = None
+    send: Callable[[h11.Connection, asyncio.StreamWriter], Awaitable[bool]] | None = None
+    content_type: str = "application/json"
+
+
+@dataclass
+class Call:
+    """A chat-completions request the world accepted: its keys, the (node, model) position and the options."""
+
+    dag: int
+    node_id: int
+    trial: int
+    attempt: int
+    v: int
+    j: int
+    model: str
+    cap: int | None
+    n: int
+    stream: bool
+    include_usage: bool
+    prompt_tokens: int
+    via: str  # "headers" or "body": where the keys came from
+
+
+@dataclass
+class Produced:
+    """The drawn answer of a call: per choice its text, finish reason and output tokens; the latency (the slowest)."""
+
+    texts: list[str]
+    finishes: list[str]
+    tokens: list[int]
+    latency: float
+
+    @property
+    def completion_tokens(self) -> int:
+        return int(sum(self.tokens))
 
 
 @dataclass
@@ -96,6 +180,7 @@ class World:
         self.server: asyncio.base_events.Server | None = None
         self._handlers: set[asyncio.Task] = set()
         self.port: int | None = None
+        self._models: list[str] | None = None
 
     # -- the draws -------------------------------------------------------------------------
 
@@ -133,71 +218,176 @@ class World:
             return self.tasks[dag][node_id]
         return build_tasks({"default": LOOPBACK_TASK}, [node_id], {}, "<loopback>")[node_id]
 
+    def models(self) -> list[str]:
+        """Every model id of the pool, in order of first appearance."""
+        if self._models is None:
+            seen: dict[str, None] = {}
+            for d in range(len(self.pool)):
+                for m in self.pool[d].model_ids:
+                    seen.setdefault(str(m), None)
+            self._models = list(seen)
+        return self._models
+
     # -- one request -----------------------------------------------------------------------
 
-    async def answer(self, headers: Mapping[str, str], body: bytes) -> tuple[int, dict[str, str], bytes | None]:
-        """(status, headers, body) of one request; body None: drop the connection (a reset)."""
+    def parse(self, headers: Mapping[str, str], body: bytes) -> Call | Reply:
+        """The accepted call of a chat-completions request, or the 400/404 reply refusing it (in words)."""
         try:
             req = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return _error(400, "the request body is not JSON")
+            return error_reply(400, "the request body is not JSON")
         if not isinstance(req, dict):
-            return _error(400, "the request body is not a JSON object")
-        missing = [h for h in HEADERS if h not in headers]
-        if missing:
-            return _error(400, f"the loopback world needs the headers {', '.join(missing)} (docs/executor.md)")
-        try:
-            dag, node_id, trial, attempt = (int(headers[h]) for h in HEADERS)
-        except ValueError:
-            return _error(400, "X-MCPP-* headers must be integers")
+            return error_reply(400, "the request body is not a JSON object")
+        keys = request_keys(headers, req)
+        if isinstance(keys, str):
+            return error_reply(400, keys)
+        (dag, node_id, trial, attempt), via = keys
+        messages = req.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            return error_reply(400, "'messages' must be a non-empty list of message objects")
+        model = req.get("model")
+        if not isinstance(model, str):
+            return error_reply(400, "'model' must be a string naming a model of the pool")
+        cap = output_cap(req)
+        if isinstance(cap, str):
+            return error_reply(400, cap)
+        n = req.get("n", 1)
+        n = 1 if n is None else n
+        if not isinstance(n, int) or isinstance(n, bool) or not (1 <= n <= MAX_N):
+            return error_reply(400, f"'n' must be an integer in 1..{MAX_N}, got {n!r}")
+        stream = req.get("stream") or False
+        if not isinstance(stream, bool):
+            return error_reply(400, f"'stream' must be a boolean, got {stream!r}")
+        opts = req.get("stream_options") or {}
+        if not isinstance(opts, dict):
+            return error_reply(400, "'stream_options' must be an object")
         if not (0 <= dag < len(self.pool)):
-            return _error(404, f"no DAG {dag} in the world's pool")
+            return error_reply(404, f"no DAG {dag} in the world's pool")
         st = self.pool[dag]
         ids = [int(x) for x in st.node_ids]
-        model = str(req.get("model"))
         if node_id not in ids:
-            return _error(404, f"DAG {dag} has no node {node_id}")
+            return error_reply(404, f"DAG {dag} has no node {node_id}")
         if model not in st.model_ids:
-            return _error(404, f"the world serves no model {model!r} on DAG {dag}")
+            return error_reply(404, f"the world serves no model {model!r} on DAG {dag}", code="model_not_found")
         v, j = ids.index(node_id), st.model_ids.index(model)
         if not st.available[v, j]:
-            return _error(404, f"model {model!r} is not available on node {node_id}")
-        kind = self.fault(dag, v, j, trial, attempt)
+            return error_reply(404, f"model {model!r} is not available on node {node_id}", code="model_not_found")
+        prompt_tokens = sum(len(str(m.get("content", ""))) // 4 + 1 for m in messages)
+        return Call(dag=dag, node_id=node_id, trial=trial, attempt=attempt, v=v, j=j, model=model, cap=cap, n=n,
+                    stream=stream, include_usage=bool(opts.get("include_usage")), prompt_tokens=prompt_tokens,
+                    via=via)
+
+    async def produce(self, call: Call, *, sleep: bool = True) -> Produced:
+        """Draw the call's choices, bill their output at once, sleep the slowest latency (unless ``sleep`` is False).
+
+        Billed on acceptance, like a hosted API that finishes (and bills) a
+        request whose client went away.
+        """
+        texts, finishes, tokens, latency = [], [], [], 0.0
+        for i in range(call.n):
+            lat, succ, tok = self.draw(call.dag, call.v, call.j, call.trial, call.attempt + i)
+            out, finish = int(round(tok)), "stop"
+            if call.cap is not None and out > call.cap:
+                out, finish = call.cap, "length"
+            if self.usage == "max" and call.cap is not None:
+                out = call.cap
+            texts.append(loopback_answer(self.task_of(call.dag, call.node_id), succ and finish == "stop"))
+            finishes.append(finish)  # a cut answer fails
+            tokens.append(out)
+            latency = max(latency, lat)
+        got = Produced(texts, finishes, tokens, latency)
+        self.bills[(call.dag, call.trial, call.model)] += got.completion_tokens
+        self.stats.billed_tokens += got.completion_tokens
+        if sleep:
+            await self.clock.sleep_until(self.clock.now() + latency)
+        return got
+
+    def completion(self, call: Call, got: Produced) -> dict[str, Any]:
+        """The ``chat.completion`` object of a produced answer (what ``ChatCompletion.model_validate`` accepts)."""
+        return {
+            "id": completion_id(call),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": call.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [{"index": i, "message": {"role": "assistant", "content": t, "refusal": None},
+                         "logprobs": None, "finish_reason": f}
+                        for i, (t, f) in enumerate(zip(got.texts, got.finishes, strict=True))],
+            "usage": usage_of(call, got),
+        }
+
+    async def chunks(self, call: Call, got: Produced) -> AsyncIterator[bytes]:
+        """The server-sent events of a streamed answer: role, content pieces, finish, (usage), ``[DONE]``."""
+        base = {"id": completion_id(call), "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": call.model, "system_fingerprint": SYSTEM_FINGERPRINT}
+
+        def event(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
+            obj = {**base, "choices": choices}
+            if call.include_usage:
+                obj["usage"] = usage
+            return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+        for i, (text, finish) in enumerate(zip(got.texts, got.finishes, strict=True)):
+            yield event([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                          "finish_reason": None}])
+            for k in range(0, len(text), STREAM_PIECE):
+                yield event([{"index": i, "delta": {"content": text[k:k + STREAM_PIECE]}, "logprobs": None,
+                              "finish_reason": None}])
+            yield event([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish}])
+        if call.include_usage:
+            yield event([], usage_of(call, got))
+        yield b"data: [DONE]\n\n"
+
+    def render(self, call: Call, got: Produced) -> Reply:
+        """A produced answer as JSON or, for ``stream=True``, as server-sent events."""
+        self.stats.answered += 1
+        if call.stream:
+            return Reply(200, {"cache-control": "no-cache"}, stream=self.chunks(call, got),
+                         content_type="text/event-stream")
+        return Reply(200, {}, body=orjson.dumps(self.completion(call, got)))
+
+    async def answer(self, headers: Mapping[str, str], body: bytes) -> Reply:
+        """The reply to one chat-completions request (a drawn fault, or the drawn answer)."""
+        call = self.parse(headers, body)
+        if isinstance(call, Reply):
+            return call
+        kind = self.fault(call.dag, call.v, call.j, call.trial, call.attempt)
         if kind is not None:
             self.stats.faults[kind] += 1
             if kind == "429":
-                return 429, {"retry-after": f"{self.faults.retry_after_s:g}"}, orjson.dumps({"error": "rate limited"})
+                return error_reply(429, "rate limited (injected)",
+                                   headers={"retry-after": f"{self.faults.retry_after_s:g}"})
             if kind == "500":
-                return _error(500, "injected server error")
+                return error_reply(500, "injected server error")
             if kind == "reset":
-                return 0, {}, None
+                return Reply(0, {}, body=None)
             await asyncio.sleep(HANG_S)  # the client's timeout ends it
-            return _error(504, "hung")
-        lat, succ, tokens = self.draw(dag, v, j, trial, attempt)
-        max_tokens = req.get("max_tokens")
-        cap = int(max_tokens) if isinstance(max_tokens, int) and max_tokens > 0 else None
-        out_tokens = int(round(tokens))
-        finish = "stop"
-        if cap is not None and out_tokens > cap:
-            out_tokens, finish = cap, "length"
-        if self.usage == "max" and cap is not None:
-            out_tokens = cap
-        # billed on acceptance, like a hosted API that finishes (and bills) a request whose client went away
-        self.bills[(dag, trial, model)] += out_tokens
-        await self.clock.sleep_until(self.clock.now() + lat)
-        text = loopback_answer(self.task_of(dag, node_id), succ and finish == "stop")  # a cut answer fails
-        prompt_tokens = sum(len(str(m.get("content", ""))) // 4 + 1 for m in req.get("messages") or [])
-        self.stats.answered += 1
-        self.stats.billed_tokens += out_tokens
-        payload = {
-            "id": f"loopback-{dag}-{trial}-{node_id}-{j}-{attempt}",
-            "object": "chat.completion",
-            "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out_tokens,
-                      "total_tokens": prompt_tokens + out_tokens},
-        }
-        return 200, {}, orjson.dumps(payload)
+            return error_reply(504, "hung")
+        got = await self.produce(call)
+        return self.render(call, got)
+
+    def list_models(self) -> Reply:
+        """``GET /v1/models``: the pool's models in OpenAI's list format."""
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": OWNED_BY} for m in self.models()]
+        return Reply(200, {}, body=orjson.dumps({"object": "list", "data": data}))
+
+    async def route(self, method: bytes, target: bytes, headers: Mapping[str, str], body: bytes) -> Reply:
+        """Dispatch a request by method and path (any prefix before ``/chat/completions`` or ``/models``)."""
+        path = target.split(b"?")[0].rstrip(b"/")
+        if path.endswith(b"/chat/completions"):
+            if method != b"POST":
+                return error_reply(405, "use POST for /chat/completions")
+            return await self.answer(headers, body)
+        if path.endswith(b"/models") and method == b"GET":
+            return self.list_models()
+        head, _, name = path.rpartition(b"/")
+        if head.endswith(b"/models") and method == b"GET":
+            m = name.decode("utf-8", "replace")
+            if m in self.models():
+                return Reply(200, {}, body=orjson.dumps({"id": m, "object": "model", "created": 0,
+                                                         "owned_by": OWNED_BY}))
+            return error_reply(404, f"the world serves no model {m!r}", code="model_not_found")
+        return error_reply(404, "the loopback world serves POST .../chat/completions and GET .../models")
 
     # -- the HTTP server -------------------------------------------------------------------
 
@@ -232,26 +422,34 @@ class World:
                         break
                     elif isinstance(ev, h11.ConnectionClosed) or ev is h11.PAUSED:
                         return
-                headers = {k.decode().lower(): v.decode() for k, v in req.headers}
+                headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in req.headers}
                 self.stats.requests += 1
                 self.stats.in_flight += 1
                 self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
                 try:
-                    if req.method != b"POST" or not req.target.split(b"?")[0].endswith(b"/chat/completions"):
-                        status, hdrs, payload = _error(404, "only POST .../chat/completions is served")
-                    else:
-                        status, hdrs, payload = await self.answer(headers, bytes(body))
+                    reply = await self.route(req.method, req.target, headers, bytes(body))
                 finally:
                     self.stats.in_flight -= 1
-                if payload is None:  # an injected reset: drop the connection
+                if reply.send is not None:  # the reply writes itself (hostile faults)
+                    if not await reply.send(conn, writer):
+                        return
+                elif reply.body is None and reply.stream is None:  # a reset: drop the connection
                     writer.transport.abort()
                     return
-                out = [("content-type", "application/json"), ("content-length", str(len(payload)))]
-                out += list(hdrs.items())
-                writer.write(conn.send(h11.Response(status_code=status, headers=out)))
-                writer.write(conn.send(h11.Data(data=payload)))
-                writer.write(conn.send(h11.EndOfMessage()))
-                await writer.drain()
+                else:
+                    out = [("content-type", reply.content_type)]
+                    if reply.body is not None:
+                        out.append(("content-length", str(len(reply.body))))
+                    out += list(reply.headers.items())
+                    writer.write(conn.send(h11.Response(status_code=reply.status, headers=out)))
+                    if reply.body is not None:
+                        writer.write(conn.send(h11.Data(data=reply.body)))
+                    else:
+                        async for piece in reply.stream:
+                            writer.write(conn.send(h11.Data(data=piece)))
+                            await writer.drain()
+                    writer.write(conn.send(h11.EndOfMessage()))
+                    await writer.drain()
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                     return
                 conn.start_next_cycle()
@@ -259,7 +457,11 @@ class World:
             return
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
-        self.server = await asyncio.start_server(self._connection, host, port, backlog=2048)
+        """Listen on ``host:port`` (0: a free port); a port that cannot be bound is a :class:`ConfigError` (one line)."""
+        try:
+            self.server = await asyncio.start_server(self._connection, host, port, backlog=2048)
+        except OSError as exc:
+            raise ConfigError(bind_error_line(port, exc, host)) from None
         self.port = int(self.server.sockets[0].getsockname()[1])
         return self.port
 
@@ -314,8 +516,78 @@ class World:
         return out
 
 
-def _error(status: int, message: str) -> tuple[int, dict[str, str], bytes]:
-    return status, {}, orjson.dumps({"error": {"message": message}})
+
+
+def request_keys(headers: Mapping[str, str], req: Mapping[str, Any]) -> tuple[tuple[int, int, int, int], str] | str:
+    """((dag, node, trial, attempt), where from) of a request, or why it has none (one line naming both ways).
+
+    All four ``X-MCPP-*`` headers win; else the body's ``"mcpp"`` object
+    (every key an integer >= 0); else the request is refused.
+    """
+    both = ("the loopback world needs the request's keys, either as the headers X-MCPP-Dag, X-MCPP-Node, "
+            "X-MCPP-Trial, X-MCPP-Attempt or as a top-level body object "
+            "\"mcpp\": {\"dag\": int, \"node\": int, \"trial\": int, \"attempt\": int} (docs/executor.md)")
+    present = [h for h in HEADERS if h in headers]
+    if len(present) == len(HEADERS):
+        try:
+            vals = tuple(int(headers[h].strip()) for h in HEADERS)
+        except ValueError:
+            return f"the X-MCPP-* headers must be integers, got {[headers[h] for h in HEADERS]}; {both}"
+        if min(vals) < 0:
+            return f"the X-MCPP-* headers must be >= 0, got {list(vals)}; {both}"
+        return vals, "headers"  # type: ignore[return-value]
+    obj = req.get(BODY_KEYS)
+    if obj is None:
+        if present:
+            missing = [h for h in HEADERS if h not in headers]
+            return f"the headers {', '.join(missing)} are missing and the body has no \"mcpp\" object; {both}"
+        return f"the request carries no keys; {both}"
+    if not isinstance(obj, dict):
+        return f"the body's \"mcpp\" must be an object, got {type(obj).__name__}; {both}"
+    bad = [k for k in KEY_FIELDS if not (isinstance(obj.get(k), int) and not isinstance(obj.get(k), bool)
+                                         and obj[k] >= 0)]
+    if bad:
+        return f"the body's \"mcpp\" object needs {', '.join(bad)} as integers >= 0, got {obj!r}; {both}"
+    return tuple(int(obj[k]) for k in KEY_FIELDS), "body"  # type: ignore[return-value]
+
+
+def output_cap(req: Mapping[str, Any]) -> int | None | str:
+    """The request's cap on output tokens: ``max_tokens`` or ``max_completion_tokens`` (both: the smaller); or why not."""
+    caps = []
+    for name in ("max_tokens", "max_completion_tokens"):
+        x = req.get(name)
+        if x is None:
+            continue
+        if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+            return f"'{name}' must be an integer >= 1, got {x!r}"
+        caps.append(x)
+    return min(caps) if caps else None
+
+
+def completion_id(call: Call) -> str:
+    return f"chatcmpl-loopback-{call.dag}-{call.trial}-{call.node_id}-{call.j}-{call.attempt}"
+
+
+def usage_of(call: Call, got: Produced) -> dict[str, int]:
+    pt = call.prompt_tokens
+    return {"prompt_tokens": pt, "completion_tokens": got.completion_tokens, "total_tokens": pt + got.completion_tokens}
+
+
+def error_body(message: str, type_: str, code: str | None) -> bytes:
+    """OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    return orjson.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
+
+
+def error_reply(status: int, message: str, *, type_: str | None = None, code: str | None = None,
+                headers: Mapping[str, str] | None = None) -> Reply:
+    t, c = ERROR_KINDS.get(status, ("invalid_request_error" if status < 500 else "server_error", str(status)))
+    return Reply(status, dict(headers or {}), body=error_body(message, type_ or t, code or c))
+
+
+def bind_error_line(port: int, exc: OSError, host: str = "127.0.0.1") -> str:
+    """One line for a port the world cannot listen on (a busy port: pick another, or 0 for a free one)."""
+    why = exc.strerror or str(exc)
+    return f"--port {port}: cannot listen on {host}:{port} ({why}); is another server there? pick another port, or 0 for a free one"
 
 
 def stats_dict(world: World) -> dict[str, Any]:

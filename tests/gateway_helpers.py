@@ -1,0 +1,157 @@
+"""Test fixtures for the world as others see it: a world on its own thread, and a LiteLLM proxy in front of it.
+
+``WorldThread`` runs a :class:`executor.world.World` (or a
+:class:`executor.hostile.HostileWorld`) on an event loop of its own thread,
+so blocking clients (the official ``openai`` SDK, a subprocess gateway) can
+talk to it from the test's thread. ``LiteLLMProxy`` starts the LiteLLM proxy
+(``sys.executable -m litellm.proxy.proxy_cli``) with default settings but a
+master key (LiteLLM refuses to start without one) from a config that points
+every model at a base URL, and waits until it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+#: modules the LiteLLM proxy imports beyond litellm itself (requirements.txt's test extras)
+PROXY_MODULES = ("litellm", "uvicorn", "fastapi", "websockets", "backoff", "apscheduler", "jwt", "multipart",
+                 "redis", "cryptography", "semver", "expression", "fastapi_sso", "mcp", "soundfile", "uvloop")
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class WorldThread:
+    """A world (anything with ``async start(port=...)`` / ``async stop()``) served on its own thread's loop."""
+
+    def __init__(self, world: Any, port: int = 0) -> None:
+        self.world = world
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="world")
+        self.thread.start()
+        self.port = self.call(world.start(port=port))
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def call(self, coro: Any, timeout: float = 30.0) -> Any:
+        """Run a coroutine on the world's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.call(self.world.stop())
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+    def __enter__(self) -> WorldThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def litellm_proxy_missing() -> str | None:
+    """Why the LiteLLM proxy cannot start here (one line), or None when its modules are importable."""
+    missing = [m for m in PROXY_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"the LiteLLM proxy cannot be imported: no module {', '.join(missing)} (pip install 'litellm[proxy]')"
+    return None
+
+
+def litellm_config(models: Mapping[str, str]) -> str:
+    """A LiteLLM proxy config (YAML) serving each model name by ``openai/<name>`` at its base URL."""
+    lines = ["model_list:"]
+    for name, base_url in models.items():
+        lines += [f"  - model_name: {json.dumps(name)}",
+                  "    litellm_params:",
+                  f"      model: {json.dumps('openai/' + name)}",
+                  f"      api_base: {json.dumps(base_url)}",
+                  '      api_key: "none"']
+    return "\n".join(lines) + "\n"
+
+
+class LiteLLMProxy:
+    """The LiteLLM proxy in a subprocess on a free 127.0.0.1 port, default settings, a fresh master key.
+
+    Raises :class:`RuntimeError` with the proxy's last log lines when it
+    exits or does not answer within ``start_timeout_s``.
+    """
+
+    def __init__(self, models: Mapping[str, str], workdir: Path, *, start_timeout_s: float = 180.0,
+                 extra_env: Mapping[str, str] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config = self.workdir / "litellm_config.yaml"
+        self.config.write_text(litellm_config(models))
+        self.key = "sk-mcpp-" + secrets.token_hex(16)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.log = self.workdir / "litellm.log"
+        env = {**os.environ, "LITELLM_MASTER_KEY": self.key,
+               "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network fetch of the price map at start
+               **dict(extra_env or {})}
+        self._log = open(self.log, "wb")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(self.config), "--host", "127.0.0.1",
+             "--port", str(self.port)], cwd=self.workdir, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+        try:
+            self._wait(start_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait(self, limit_s: float) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the LiteLLM proxy exited ({self.proc.returncode}): {self.tail()}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health/liveliness", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the LiteLLM proxy did not answer within {limit_s:g} s: {self.tail()}")
+
+    def tail(self, n: int = 15) -> str:
+        self._log.flush()
+        return " | ".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> LiteLLMProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
