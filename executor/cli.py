@@ -180,11 +180,7 @@ def cmd_world(argv: Sequence[str]) -> int:
 
     async def serve():
         world = World(pool, seed=seed, clock=Clock(args.time_scale), faults=faults, usage=args.usage, tasks=tasks)
-        try:
-            port = await world.start(port=args.port)
-        except OSError as exc:
-            raise ConfigError(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror or exc})") \
-                from None
+        port = await world.start(port=args.port)  # a busy port: one line (ConfigError)
         if args.write_endpoints:
             atomic_write_text(args.write_endpoints, endpoints_toml(world.endpoints()))
         print(f"loopback world on http://127.0.0.1:{port}/v1 ({len(pool)} DAGs, time scale {args.time_scale:g})",

@@ -121,7 +121,7 @@ def classify_body(data: Any, messages: list[dict[str, Any]]) -> TryResult:
     pt, ct = usage_count(usage.get("prompt_tokens")), usage_count(usage.get("completion_tokens"))
     source = "usage"
     if pt is None or ct is None:
-        source = "local"  # no usable usage reported: count locally (flagged in the trace)
+        source = "local"  # no usable usage: a local count for the trace; the run charges the reservation
         pt = float(_estimate_tokens(json.dumps(messages, ensure_ascii=False)))
         ct = float(_estimate_tokens(text))
     kind = "truncated" if choices[0].get("finish_reason") == "length" else "ok"

@@ -19,7 +19,9 @@ can follow them, and ``docs/executor.md`` lists where it cannot:
   methods (MCPP) launch the whole action or nothing: an action whose
   expected cost does not fit ends the run ``budget_exhausted``, as the
   simulator's atomic refusal (which compares the drawn costs; a live run
-  knows only their expectation).
+  knows only their expectation); while batches are in flight it waits for
+  the next one to end and decides again instead (they hold budget that a
+  refusal or a cheap answer may free).
 * **Batches.** A batch ends when all its samples are judged; the node
   completes if any passed (``cancel_siblings``: the others are cancelled once
   one passes).
@@ -27,8 +29,9 @@ can follow them, and ``docs/executor.md`` lists where it cannot:
   request reserves its worst case (prompt bound x input price + its
   ``max_tokens`` x output price; in token mode its ``max_tokens``, the
   simulator's charge being output tokens) before it is sent, and is
-  settled on the reported usage (a local count when none is usable), never
-  above its reservation. A request's ``max_tokens`` is
+  settled on the reported usage (without a usable usage report: at its
+  reservation, the most the provider can bill for it), never above its
+  reservation. A request's ``max_tokens`` is
   the endpoint's, lowered when the budget left cannot pay it: to what the
   budget left pays (per-attempt launch), or to the sample's share of it, in
   proportion to the samples' expected costs (atomic launch); an answer cut
@@ -575,6 +578,8 @@ class LiveRun:
             plan.append((v, j, int(counts[v]), need))
             total += need * int(counts[v])
         avail = self.available()
+        if total > avail and self.batches:
+            return  # samples in flight hold part of the budget: decide again when the next batch ends
         if total > avail:
             self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
                              status="refused", expected_cost=total, budget_left=avail)
@@ -685,8 +690,9 @@ class LiveRun:
                 out.http_status = r.status_code
                 if r.kind != "ok":
                     out.error = r.detail
-                if r.billing == SETTLED:
-                    full = self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0)
+                if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
+                    full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if r.usage_source == "usage"
+                            else s.res.amount)
                     out.charge += self.ledger_.settle(s.res, full)
                     if full > s.res.amount:
                         out.faults["over_reservation"] += 1
@@ -707,7 +713,7 @@ class LiveRun:
                     gate.close_for(r.retry_after)
                 if self.health.record(model_id, r.kind):
                     self.model_down(model_id, r)
-                    out.status = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
+                    out.status = r.kind if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
                     break
                 if r.kind == "http_4xx":  # would repeat for this prompt: not re-sent, (node, model) out
                     self.refuse_pair(v, j, r.detail)
