@@ -84,10 +84,23 @@ def test_body_keys_pass_the_gateway_and_draw_the_same(world, proxy):
                 "4B_ins", "4B_think", "30B_ins", "30B_think"].index(model), trial, trial)[2])
 
 
-def test_headers_alone_are_dropped_and_the_refusal_says_both_ways(world, proxy):
+def test_headers_alone_are_dropped_and_the_refusal_says_both_ways(world, hostile, proxy):
     h = {**proxy.headers, "X-MCPP-Dag": "0", "X-MCPP-Node": "2", "X-MCPP-Trial": "0", "X-MCPP-Attempt": "0"}
     r = httpx.post(f"{proxy.url}/chat/completions", json={"model": "30B_ins", "messages": MSG}, headers=h, timeout=30)
     assert r.status_code == 400 and '"mcpp"' in r.text.replace('\\"', '"') and "X-MCPP-Attempt" in r.text
+    wrong = httpx.post(f"{proxy.url}/chat/completions", json={"model": "30B_ins", "messages": MSG, "mcpp": keys()},
+                       headers={"Authorization": "Bearer sk-wrong"}, timeout=30)
+    assert wrong.status_code == 400 and wrong.json()["error"]["message"] == "No connected db.", wrong.text
+    typo = httpx.post(f"{proxy.url}/chat/completions", json={"model": "30B_inz", "messages": MSG, "mcpp": keys()},
+                      headers=proxy.headers, timeout=30)
+    assert typo.status_code == 400 and "Invalid model name passed in model=30B_inz" in typo.text, typo.text
+    # the hostile world's imitations of these two are the proxy's own words
+    for cls, real in (("bad_key_400", wrong), ("unknown_model_400", typo)):
+        fake = httpx.post(f"{hostile.url}/chat/completions", json={
+            "model": "30B_ins", "messages": MSG, "mcpp": keys(trial=CLASSES.index(cls))}).json()["error"]
+        want = {k: real.json()["error"][k] for k in ("type", "code")}
+        assert {k: fake[k] for k in ("type", "code")} == want
+        assert fake["message"] == real.json()["error"]["message"].replace("30B_inz", "30B_ins")
 
 
 def test_cap_n_and_stream_through_the_gateway(world, proxy):
