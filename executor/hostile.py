@@ -73,8 +73,10 @@ FAULT_CLASSES: dict[str, tuple[bool, str]] = {
     "reset": (True, "the request read, the answer billed, the connection closed without a byte"),
     "quota_429": (False, "429 insufficient_quota (OpenAI's exhausted account), no Retry-After"),
     "litellm_budget_429": (False, "429 'crossed budget' (LiteLLM's per-model spend limit), no Retry-After"),
-    "bad_key_400": (False, "400 'No connected db.' (LiteLLM's answer to a wrong key without a key database)"),
-    "unknown_model_400": (False, "400 'Invalid model name passed in model=...' (LiteLLM's unknown model)"),
+    "bad_key_400": (False, "400 'No connected db.' (LiteLLM's own answer, as 1.110 words it, to a wrong key "
+                           "without a key database)"),
+    "unknown_model_400": (False, "400 '/chat/completions: Invalid model name passed in model=...' (LiteLLM's "
+                                 "own answer to an unknown model)"),
     "http_500": (False, "500 server error"),
 }
 LIES = ("missing", "negative", "huge", "string", "boolean")
@@ -238,11 +240,11 @@ class HostileWorld(World):
                 f"Deployment over budget: model={call.model} crossed budget. Spend: 1.02, Budget: 1.0",
                 "budget_exceeded", "429"))
         if cls == "bad_key_400":
-            return Reply(400, {}, body=error_body("Authentication Error, No connected db.", "auth_error", "400"))
+            return Reply(400, {}, body=error_body("No connected db.", "no_db_connection", "400"))
         if cls == "unknown_model_400":
             return Reply(400, {}, body=error_body(
-                f"{{'error': '/chat/completions: Invalid model name passed in model={call.model}. Call `/v1/models` "
-                f"to view available models for your key.'}}", "None", "400"))
+                f"/chat/completions: Invalid model name passed in model={call.model}. Call `/v1/models` "
+                f"to view available models for your key.", "invalid_request_error", "400"))
         return error_reply(500, "internal server error (hostile)")
 
     def _served(self, cls: str, call: Call, payload: dict[str, Any]) -> Reply:

@@ -76,13 +76,18 @@ def litellm_proxy_missing() -> str | None:
     return None
 
 
-def litellm_config(models: Mapping[str, str]) -> str:
-    """A LiteLLM proxy config (YAML) serving each model name by ``openai/<name>`` at its base URL."""
+def litellm_config(models: Mapping[str, str | tuple[str, str]]) -> str:
+    """A LiteLLM proxy config (YAML): each model name served by ``openai/<served name>`` at its base URL.
+
+    ``models`` maps a name to a base URL (the served name is the name) or to
+    (served name, base URL).
+    """
     lines = ["model_list:"]
-    for name, base_url in models.items():
+    for name, where in models.items():
+        served, base_url = (name, where) if isinstance(where, str) else where
         lines += [f"  - model_name: {json.dumps(name)}",
                   "    litellm_params:",
-                  f"      model: {json.dumps('openai/' + name)}",
+                  f"      model: {json.dumps('openai/' + served)}",
                   f"      api_base: {json.dumps(base_url)}",
                   '      api_key: "none"']
     return "\n".join(lines) + "\n"
@@ -95,7 +100,7 @@ class LiteLLMProxy:
     exits or does not answer within ``start_timeout_s``.
     """
 
-    def __init__(self, models: Mapping[str, str], workdir: Path, *, start_timeout_s: float = 180.0,
+    def __init__(self, models: Mapping[str, str | tuple[str, str]], workdir: Path, *, start_timeout_s: float = 180.0,
                  extra_env: Mapping[str, str] | None = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -155,3 +160,17 @@ class LiteLLMProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def gateway_endpoints(endpoints: Mapping[str, Any], proxy: LiteLLMProxy,
+                      key_env: str = "MCPP_TEST_LITELLM_KEY") -> dict[str, Any]:
+    """The world's endpoints (model id -> Endpoint) pointed at the proxy instead, its key in ``key_env``.
+
+    The proxy serves each model under its pool id (:func:`litellm_config`),
+    so only ``base_url`` and ``api_key_env`` change; the key is put in this
+    process's environment.
+    """
+    from dataclasses import replace
+
+    os.environ[key_env] = proxy.key
+    return {m: replace(e, base_url=proxy.url, api_key_env=key_env) for m, e in endpoints.items()}
