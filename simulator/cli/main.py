@@ -34,7 +34,7 @@ from simulator.cli.args import (
 from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
 from simulator.engine.registry import Execution, MethodSpec, execution_of
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args
-from simulator.methods import METHOD_ORDER, METHOD_SETS, method_spec
+from simulator.methods import METHOD_ORDER, method_spec
 from simulator.pools.pool import Pool, load_pool
 
 #: below this many trials `simulate` runs a baseline on one thread (see run_chunk)
@@ -140,8 +140,9 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     add_budget_deadline_arguments(ap)
     ap.add_argument(
         "--method", default="sequential",
-        help=f"a registered method ({', '.join(METHOD_ORDER)}; sets {', '.join(s for s in METHOD_SETS if s != 'all')}"
-        " list more: `python -m simulator methods`) or a variant NAME[key=value,...]",
+        help=f"one method: MCPP (also mcpp; recorded as mc_portfolio_rollout) or a baseline "
+        f"({', '.join(m for m in METHOD_ORDER if m != 'mc_portfolio_rollout')}; more: `python -m simulator methods`), "
+        "or a variant NAME[key=value,...] such as MCPP[crn]",
     )  # fmt: skip
     ap.add_argument("--trials", default="1000", help="episodes (an integer >= 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -151,6 +152,7 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     add_mcpp_arguments(ap)
     args = check_common_args(ap.parse_args(argv))
     spec = method_spec(args.method, "--method")
+    args.method = spec.name  # MCPP / mcpp -> mc_portfolio_rollout: the name records and results keep
     ex = execution_of(spec, args.execution_rules)
     pool, i = load_pool_and_dag(args)
     params: dict = {}
