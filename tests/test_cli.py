@@ -88,3 +88,25 @@ def test_unknown_method_gets_at_most_three_suggestions_none_the_refused_name():
         offered = [s.strip(" '") for s in hint.replace(" or ", ",").split(",") if s.strip()]
         assert len(offered) <= 3 and name not in offered, r.stderr
         assert "baselines" not in offered and "seq" not in offered  # --method takes one method, not a set
+
+
+def test_help_is_plain_text_and_every_option_has_a_description():
+    r = run("--help")
+    assert r.returncode == 0
+    for markup in ("``", ":func:", ":mod:", ".py"):
+        assert markup not in r.stdout, markup  # no reST, no source file
+    assert "MCPP" in r.stdout and "simulate" in r.stdout
+    for cmd in ("validate", "simulate", "plan", "predict", "methods"):
+        out = run(cmd, "--help").stdout
+        options = out.split("options:", 1)[1]
+        lines = options.splitlines()
+        for i, line in enumerate(lines):
+            s = line.strip()
+            if not s.startswith("-") or s.startswith("-h"):
+                continue
+            # argparse puts the text after the option on its line, or on the next line, indented further
+            parts = s.split("  ", 1)
+            has_text = len(parts) == 2 and parts[1].strip()
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            has_text = has_text or (nxt.startswith(" " * 10) and not nxt.strip().startswith("-"))
+            assert has_text, f"{cmd} --help: {s} has no description"

@@ -43,7 +43,7 @@ PARALLEL_MIN_TRIALS = 2000
 
 def cmd_validate(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m simulator validate", description="Check a DAG pool.")
-    ap.add_argument("--pool", required=True)
+    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
     ap.add_argument("--index-file", default=None, help="optional index file selecting rows")
     args = ap.parse_args(argv)
     from simulator.pools.pool import load_index_file
@@ -236,6 +236,24 @@ def cmd_methods(argv: Sequence[str]) -> int:
     return 0
 
 
+#: what ``python -m simulator --help`` prints (plain text: no markup, no source files)
+HELP = """\
+One-off questions about a DAG pool.
+
+commands:
+  validate   check a pool and summarise it (DAGs, nodes, depth, models)
+               python -m simulator validate --pool P
+  simulate   on-time completion probability of one method on one DAG, with a 95% (Wilson)
+             interval, the mean cost and makespan (--json: one machine-readable object)
+               python -m simulator simulate --pool P --dag I --budget B --deadline D --method MCPP
+             (--budget-ratio / --deadline-ratio: multiples of the DAG's nominal budget and deadline)
+  plan       MCPP's first decision on one DAG and its estimate
+  predict    MCPP's completion probability over a (budget, deadline) grid of one DAG
+  methods    the methods (MCPP and the baselines), how each runs, and the method sets
+
+`python -m simulator COMMAND --help` describes a command's options. Every user error is one
+readable line on stderr with exit code 2. Terms and units: docs/problem.md."""
+
 COMMANDS = {"methods": cmd_methods, "validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan,
             "predict": cmd_predict}
 #: commands not listed in the usage (``_prewarm``: the cold-start helper ``simulate`` starts)
@@ -247,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = COMMANDS
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m simulator {" + ",".join(commands) + "} [options]\n")
-        print(__doc__)
+        print(HELP)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd not in commands and cmd not in HIDDEN:
