@@ -705,7 +705,9 @@
       o.textContent = m.display_name + (m.baseline ? " (baseline)" : "");
       sel.append(o);
     });
-    S.method = hash.m && S.methods.some(function (m) { return m.id === hash.m; }) ? hash.m : S.methods[0].id;
+    // opens on the first method compared with the baselines (MCPP), whatever order the run listed them in
+    var compared = S.methods.filter(function (m) { return !m.baseline; })[0] || S.methods[0];
+    S.method = hash.m && S.methods.some(function (m) { return m.id === hash.m; }) ? hash.m : compared.id;
     sel.value = S.method;
     $("method-control").hidden = S.methods.length < 2;
     $("view-control").hidden = !S.hasDiff;
