@@ -1,7 +1,7 @@
 """``run_experiment.sh ACTION``: the one entry point users drive.
 
 Actions: prepare, shard N, local (= all), auto, slurm, status, resume, merge,
-analyze, report, claims, paper, surface-serve, help. Settings come from the environment variables of
+analyze, report, claims, paper, surface, surface-serve, help. Settings come from the environment variables of
 ``docs/harness.md`` and are read ONLY by ``prepare`` (``local``/``all``/
 ``slurm`` prepare first); every other action reads the run directory
 (``RUN_DIR``, else ``$RESULTS_ROOT/$RUN_NAME``).

@@ -1,4 +1,11 @@
-"""PNG plots of the analysis: success vs budget per deadline, budget x deadline heatmaps."""
+"""Plots of the analysis (PNG, PDF and SVG alike): success vs budget per deadline, budget x deadline heatmaps.
+
+MCPP (and any other non-baseline method) is highlighted; the baselines are
+grouped by colour family; the legend sits outside the panels and titles wrap
+to the figure, whatever the grid's shape. Figures use matplotlib's
+constrained layout, so everything is inside the figure and the three formats
+look the same.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,11 @@ import os
 import numpy as np
 import pandas as pd
 
+from simulator.base.errors import ConfigError
+from simulator.methods import method_spec
+
 from .grid import format_value
-from .methods import compared_labels
+from .methods import SUITE_SEP, compared_labels
 
 
 def _mpl():
@@ -47,41 +57,147 @@ def _axis_name(kind: str, what: str, run: dict) -> str:
     return f"{what} ({unit.get(run.get('settings', {}).get('cost_mode'), '')})" if what == "budget" else "deadline (s)"
 
 
-def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, run: dict) -> str:
+#: colour families of the baselines (matplotlib colormaps): one hue per family, one shade per member
+FAMILY_COLORMAPS = {"sequential": "Blues", "static": "Greens", "further_loader": "Purples",
+                    "further_deadline": "Oranges"}  # fmt: skip
+#: colours of the highlighted (non-baseline) methods, MCPP first: none is in a baseline family's hue
+HIGHLIGHT_COLORS = ("#d62728", "#000000", "#e377c2", "#8c564b")
+_FAMILY_TITLES = {"sequential": "Sequential-k", "static": "static dispatch-once", "further_loader": "LOADER",
+                  "further_deadline": "Chernoff deadline", "": "other baselines"}  # fmt: skip
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">")
+
+
+def display_label(label: str) -> str:
+    """The name a plot shows for a result label: ``MCPP`` for ``mc_portfolio_rollout`` (variants and suite kept)."""
+    method, sep, model = label.partition(SUITE_SEP)
+    base, bracket, rest = method.partition("[")
+    try:
+        shown = method_spec(base).table_label
+    except ConfigError:
+        shown = base
+    return shown + bracket + rest + sep + model
+
+
+def _family(label: str) -> str:
+    try:
+        return method_spec(label.split(SUITE_SEP, 1)[0]).family
+    except ConfigError:
+        return ""
+
+
+def method_styles(labels: list[str]) -> dict[str, dict]:
+    """Line style of each label: highlighted methods in strong colours with bands, baselines by colour family.
+
+    A family (Sequential-k, static, ...) is one hue with a shade and marker per
+    member, so 13 methods read as MCPP against two groups rather than 13
+    colours; a suite label (``method@model``) is its method's colour, dashed.
+    """
+    plt = _mpl()
+    highlight = compared_labels(labels)
+    styles: dict[str, dict] = {}
+    for k, m in enumerate(highlight):
+        styles[m] = {"color": HIGHLIGHT_COLORS[k % len(HIGHLIGHT_COLORS)], "lw": 2.6, "marker": "o", "ms": 5,
+                     "zorder": 10 - k, "band": True, "group": "highlight"}  # fmt: skip
+    families: dict[str, list[str]] = {}
+    for m in labels:
+        if m not in styles:
+            families.setdefault(_family(m), []).append(m.split(SUITE_SEP, 1)[0])
+    for fam, members in families.items():
+        members = list(dict.fromkeys(members))
+        cmap = plt.get_cmap(FAMILY_COLORMAPS.get(fam, "Greys"))
+        shades = np.linspace(0.45, 0.95, len(members)) if len(members) > 1 else np.array([0.7])
+        for m in labels:
+            if m in styles or _family(m) != fam:
+                continue
+            j = members.index(m.split(SUITE_SEP, 1)[0])
+            styles[m] = {"color": cmap(float(shades[j])), "lw": 1.3, "marker": _MARKERS[j % len(_MARKERS)],
+                         "ms": 4, "zorder": 3, "band": False, "group": fam,
+                         "ls": "--" if SUITE_SEP in m else "-"}  # fmt: skip
+    return styles
+
+
+def _legend_entries(labels: list[str], styles: dict[str, dict]):
+    """(handles, names) grouped: the highlighted methods, then each baseline family under a heading."""
+    from matplotlib.lines import Line2D
+
+    handles, names = [], []
+    groups = list(dict.fromkeys(styles[m]["group"] for m in labels if m in styles))
+    groups.sort(key=lambda g: g != "highlight")  # MCPP first, then the families in method order
+    for g in groups:
+        members = [m for m in labels if m in styles and styles[m]["group"] == g]
+        if g != "highlight":
+            handles.append(Line2D([], [], linestyle="none"))
+            names.append(_FAMILY_TITLES.get(g, g.replace("_", " ")) + ":")
+        for m in members:
+            st = styles[m]
+            handles.append(Line2D([], [], color=st["color"], lw=st["lw"], marker=st["marker"], ms=st["ms"],
+                                  ls=st.get("ls", "-")))  # fmt: skip
+            names.append(display_label(m))
+    return handles, names
+
+
+def wrap_title(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` (about 0.55 em a character)."""
+    import textwrap
+
+    per_line = max(12, int(width_in * 72.0 / (0.55 * fontsize)))
+    return "\n".join(textwrap.wrap(text, per_line, break_on_hyphens=False)) or text
+
+
+def success_vs_budget_figure(summary: pd.DataFrame, labels: list[str], run: dict):
+    """The figure of ``success_vs_budget.png``: one panel per deadline, the legend outside the panels."""
     plt = _mpl()
     deadlines = list(dict.fromkeys(zip(summary["deadline_input_type"], summary["deadline_axis_value"])))
-    n = len(deadlines)
+    n = max(len(deadlines), 1)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.0 * rows), squeeze=False)
-    cmap = plt.get_cmap("tab20")
-    bold = {m: ("black", "tab:red", "tab:purple", "tab:brown")[k % 4] for k, m in enumerate(compared_labels(labels))}
+    styles = method_styles(labels)
+    handles, names = _legend_entries(labels, styles)
+    height = 3.5 * rows + 0.7
+    per_col = max(1, int((height - 0.4) / 0.19))  # legend lines a column holds at this height
+    ncol = max(1, math.ceil(len(names) / per_col))
+    legend_w = ncol * (0.75 + 0.062 * max((len(x) for x in names), default=0))  # inches at 7.5 pt
+    plot_w = 4.3 * cols
+    fig = plt.figure(figsize=(plot_w + legend_w, height), layout="constrained")
+    # two side-by-side subfigures: the panels with their title, and the legend outside them
+    panel_fig, legend_fig = fig.subfigures(1, 2, width_ratios=(plot_w, legend_w), wspace=0.0)
+    axes = panel_fig.subplots(rows, cols, squeeze=False)
+    highlight = [display_label(m) for m in compared_labels(labels)]
     for i, (dk, dv) in enumerate(deadlines):
         ax = axes[i // cols][i % cols]
         sub = summary[(summary["deadline_input_type"] == dk) & (summary["deadline_axis_value"] == dv)]
-        for j, m in enumerate(labels):
+        for m in labels:
             s = sub[sub["method"] == m].sort_values("budget_axis_value")
-            if s.empty:
+            if s.empty or m not in styles:
                 continue
+            st = styles[m]
             x = s["budget_axis_value"].to_numpy(dtype=float)
-            style = {"lw": 2.6, "color": bold[m], "marker": "o", "zorder": 5} if m in bold else {
-                "lw": 1.2, "color": cmap(j % 20), "marker": ".", "alpha": 0.85}  # fmt: skip
-            ax.plot(x, s["on_time_rate"], label=m, **style)
-            ax.fill_between(x, s["ci_low"], s["ci_high"], color=style["color"], alpha=0.12, lw=0)
+            ax.plot(x, s["on_time_rate"], color=st["color"], lw=st["lw"], marker=st["marker"], ms=st["ms"],
+                    ls=st.get("ls", "-"), zorder=st["zorder"], label=display_label(m))  # fmt: skip
+            if st["band"]:  # intervals of the highlighted methods only: a band per baseline merges into one mass
+                ax.fill_between(x, s["ci_low"], s["ci_high"], color=st["color"], alpha=0.15, lw=0,
+                                zorder=st["zorder"] - 1)  # fmt: skip
         budgets = sub["budget_axis_value"].to_numpy(dtype=float)
         if len(budgets) and budgets.min() > 0 and budgets.max() / budgets.min() > 5:
             ax.set_xscale("log")
         ax.set_ylim(-0.02, 1.02)
         dname = f"{format_value(dv)} x nominal" if dk == "ratio" else f"{format_value(dv)} s"
-        ax.set_title(f"deadline {dname}")
+        ax.set_title(f"deadline {dname}", fontsize=10)
         ax.set_xlabel(_axis_name(sub["budget_input_type"].iloc[0] if len(sub) else "ratio", "budget", run))
-        ax.set_ylabel("on-time success (95% CI)")
+        ax.set_ylabel("on-time success")
         ax.grid(alpha=0.3)
-    for k in range(n, rows * cols):
+    for k in range(len(deadlines), rows * cols):
         axes[k // cols][k % cols].axis("off")
-    handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="center right", fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0, 0.82, 1))
+    if handles:
+        legend_fig.legend(handles, names, loc="upper left", fontsize=7.5, frameon=False, handlelength=2.6, ncol=ncol)
+    band = f" (band: 95% CI of {', '.join(highlight)})" if highlight else ""
+    panel_fig.suptitle(wrap_title(f"On-time success vs budget{band}", plot_w - 0.3, 10), fontsize=10)
+    return fig
+
+
+def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, run: dict) -> str:
+    plt = _mpl()
+    fig = success_vs_budget_figure(summary, labels, run)
     path = os.path.join(out_dir, "success_vs_budget.png")
     save_figure(fig, path)
     plt.close(fig)
@@ -98,9 +214,11 @@ def _matrix(summary: pd.DataFrame, method: str, value: str = "on_time_rate"):
     return b, d, mat
 
 
-def _heatmap(mat, b, d, title, path, run, summary, cmap="viridis", vmin=0.0, vmax=1.0, fmt="{:.0%}") -> str:
+def heatmap_figure(mat, b, d, title, run, summary, cmap="viridis", vmin=0.0, vmax=1.0, fmt="{:.0%}"):
+    """A budget x deadline heatmap; the figure is wide enough for its axis labels, the title wraps to fit."""
     plt = _mpl()
-    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * max(len(d), 2), 1.2 + 0.55 * max(len(b), 2)))
+    width = max(4.6, 2.2 + 0.9 * len(d))
+    fig, ax = plt.subplots(figsize=(width, 1.6 + 0.55 * max(len(b), 2)), layout="constrained")
     im = ax.imshow(mat, origin="lower", aspect="auto", cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_xticks(range(len(d)), [format_value(x) for x in d])
     ax.set_yticks(range(len(b)), [format_value(x) for x in b])
@@ -109,11 +227,17 @@ def _heatmap(mat, b, d, title, path, run, summary, cmap="viridis", vmin=0.0, vma
     for i in range(mat.shape[0]):
         for j in range(mat.shape[1]):
             if not np.isnan(mat[i, j]):
-                ax.text(j, i, fmt.format(mat[i, j]), ha="center", va="center", fontsize=7, color="white"
-                        if cmap == "viridis" and mat[i, j] < 0.6 else "black")  # fmt: skip
-    ax.set_title(title, fontsize=9)
+                dark = mat[i, j] < 0.6 if cmap == "viridis" else abs(mat[i, j]) > 0.6 * max(abs(vmin), abs(vmax))
+                ax.text(j, i, fmt.format(mat[i, j]), ha="center", va="center", fontsize=8,
+                        color="white" if dark else "black")  # fmt: skip
     fig.colorbar(im, ax=ax, shrink=0.8)
-    fig.tight_layout()
+    fig.suptitle(wrap_title(title, width - 0.4, 9), fontsize=9)  # over the figure, not the (narrow) axes
+    return fig
+
+
+def _heatmap(mat, b, d, title, path, run, summary, **kw) -> str:
+    plt = _mpl()
+    fig = heatmap_figure(mat, b, d, title, run, summary, **kw)
     save_figure(fig, path)
     plt.close(fig)
     return path
@@ -126,7 +250,8 @@ def make_plots(summary, best, cells, labels, out_dir: str, run: dict) -> list[st
     os.makedirs(hdir, exist_ok=True)
     for m in labels:
         b, d, mat = _matrix(summary, m)
-        paths.append(_heatmap(mat, b, d, f"{m}: on-time success", os.path.join(hdir, f"{_safe(m)}.png"), run, summary))
+        paths.append(_heatmap(mat, b, d, f"{display_label(m)}: on-time success", os.path.join(hdir, f"{_safe(m)}.png"),
+                              run, summary))  # fmt: skip
     for m in compared_labels(labels):  # each non-baseline method minus the cell's best baseline
         if best.empty or "method" not in best or not (best["method"] == m).any():
             continue
@@ -135,7 +260,7 @@ def make_plots(summary, best, cells, labels, out_dir: str, run: dict) -> list[st
         rows = rows.assign(delta=rows["on_time_rate"] - rows["best_baseline_rate"])
         b, d, mat = _matrix(rows, m, "delta")
         lim = max(0.05, float(np.nanmax(np.abs(mat))) if np.isfinite(mat).any() else 0.05)
-        paths.append(_heatmap(mat, b, d, f"{m} minus best baseline (on-time success)",
+        paths.append(_heatmap(mat, b, d, f"{display_label(m)} minus the best baseline (on-time success)",
                               os.path.join(out_dir, f"{_safe(m)}_minus_best_baseline.png"), run, summary,
                               cmap="RdBu", vmin=-lim, vmax=lim, fmt="{:+.0%}"))  # fmt: skip
     return paths

@@ -9,6 +9,8 @@ import pandas as pd
 
 from simulator.base.io_utils import atomic_write_text
 
+from .plots import display_label
+
 
 def _pct(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
@@ -22,6 +24,22 @@ def _md_table(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+#: the repository root: a pool inside it is shown by its path relative to it
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def shown_path(path: str | None) -> str:
+    """``path`` as the report shows it: relative to the repository root when inside it, else its file name.
+
+    A report is shared and committed; the absolute path says where one machine
+    kept the pool, not which pool it was (the sha256 beside it says that).
+    """
+    if not path:
+        return str(path)
+    rel = os.path.relpath(os.path.abspath(path), REPO_ROOT)
+    return os.path.basename(path) if rel.startswith("..") or os.path.isabs(rel) else rel
+
+
 def write_report(out_dir, run, merge_report, summary, paired, best, main_table, pngs) -> str:
     s = run.get("settings", {})
     lines = [
@@ -32,7 +50,7 @@ def write_report(out_dir, run, merge_report, summary, paired, best, main_table, 
         "",
         "## Settings",
         "",
-        f"- pool: `{run.get('pool', {}).get('path')}` (sha256 `{str(s.get('pool_sha256'))[:16]}…`), "
+        f"- pool: `{shown_path(run.get('pool', {}).get('path'))}` (sha256 `{str(s.get('pool_sha256'))[:16]}…`), "
         f"{len(s.get('dags', []))} DAGs, {s.get('n_exec_trials')} trials per (DAG, cell, method)",
         f"- cost mode `{s.get('cost_mode')}`, latency `{s.get('latency_dist')}`, seed {s.get('seed')}",
         f"- methods: {', '.join(m['label'] for m in run.get('method_labels', []))}",
@@ -76,7 +94,11 @@ def write_report(out_dir, run, merge_report, summary, paired, best, main_table, 
                 f"[{100 * lo:+.1f}, {100 * hi:+.1f}]" for lo, hi in zip(p["ci_low_dag"], p["ci_high_dag"])
             ]
             p["wins/losses"] = [f"{w}/{lo}" for w, lo in zip(p["wins"], p["losses"])]
-            lines += ["", f"## {method} minus each baseline (paired)", "",
+            shown = display_label(method)
+            lines += ["", f"## {shown} minus each baseline (paired)", ""]
+            if shown != method:
+                lines += [f"(`{method}` in the tables and records.)", ""]
+            lines += [
                       _md_table(p[["cell", "baseline", "n_pairs", "diff (pp)", "95% CI", "95% CI (DAG-clustered)",
                                    "wins/losses"]])]  # fmt: skip
     term = summary[["cell", "method"] + [c for c in summary.columns if c.startswith("share_")]].copy()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -102,6 +104,23 @@ def eta_seconds(shards: list[ShardStatus], first_claim: float | None) -> float |
     return None
 
 
+def _next_step(rd: RunDir) -> str:
+    """What is left once every shard is done: merge and analyze, analyze, or nothing (``local`` does both)."""
+    merged = os.path.join(rd.merged, "merge_report.json")
+    report = os.path.join(rd.analysis, "report.md")
+    try:
+        with open(merged, encoding="utf-8") as fh:
+            complete = bool(json.load(fh).get("complete"))
+        merged_at = os.path.getmtime(merged)
+    except (OSError, ValueError):
+        return "all shards done: `run_experiment.sh merge` then `analyze`"
+    if not complete:
+        return "all shards done, but the last merge was incomplete: `run_experiment.sh merge` then `analyze`"
+    if os.path.exists(report) and os.path.getmtime(report) >= merged_at:
+        return f"all shards done, merged and analysed: {report} (`run_experiment.sh report` prints it)"
+    return "all shards done and merged: `run_experiment.sh analyze`"
+
+
 def render_status(rd: RunDir, stale_seconds: float, verbose: bool = False, slurm_lines: list[str] | None = None) -> str:
     shards = collect(rd, stale_seconds)
     st = ShardState(rd.state)
@@ -139,7 +158,7 @@ def render_status(rd: RunDir, stale_seconds: float, verbose: bool = False, slurm
             "`run_experiment.sh resume --retry-failed` makes them pending again"
         )
     if counts["done"] == len(shards):
-        lines.append("all shards done: `run_experiment.sh merge` then `analyze`")
+        lines.append(_next_step(rd))
     elif counts["pending"] + counts["running"] + counts["stale"] == 0:
         lines.append("ETA: nothing left to run (only failed shards remain)")
     else:

@@ -383,7 +383,8 @@ VARIABLES: tuple[Var, ...] = (
     Var("DEFAULT_PRICE_MODEL", "", Word(), "model that prices the id `default` when a node names none", "run"),
     # --- methods -----------------------------------------------------------------------------------------------
     Var("METHOD_SET", "all", Lazy("simulator.methods:resolve_methods", "a method set (`all`, `seq`, `static`, "
-        "`mcpp`, `baselines`, `further`, ...) or a comma list of methods and sets; a variant is `NAME[key=value,...]` "
+        "`mcpp`, `baselines`, `further`, ...) or a comma list of methods and sets (MCPP, any case, is "
+        "`mc_portfolio_rollout`); a variant is `NAME[key=value,...]` "
         "(`python -m simulator methods` lists them)"), "the methods to run", "run"),
     Var("EXECUTION_RULES", "published", Choice(("published", "atomic", "per_attempt")), "execution-rule mode: "
         "`published` (each method its own launch rule), `atomic` (every method atomic, hard deadline), `per_attempt` "

@@ -39,8 +39,16 @@ BASELINE_METHODS: tuple[str, ...] = METHOD_SETS["baselines"]
 
 
 def method_spec(name: str, source: str | None = None) -> MethodSpec:
-    """The entry of ``name`` (a registered method or a variant ``name[...]``); unknown names are refused."""
+    """The entry of ``name`` (a registered method, an alias such as ``MCPP``, or a variant ``name[...]``).
+
+    Unknown names are refused; the entry's ``name`` is the registered one, which records keep.
+    """
     return REGISTRY.get(name, source)
+
+
+def canonical_method(name: str) -> str:
+    """The registered name of ``name`` (``MCPP``, ``mcpp`` -> ``mc_portfolio_rollout``), variants included."""
+    return REGISTRY.canonical(name)
 
 
 def is_baseline(method: str) -> bool:
@@ -71,7 +79,7 @@ def resolve_methods(spec: str, source: str | None = None) -> list[str]:
     out: list[str] = []
     for s in names:
         for m in METHOD_SETS.get(s, (s,)):
-            method_spec(m, source)  # refuses unknown names and bad variants
+            m = REGISTRY.get(m, source, sets=True).name  # refuses unknown names and bad variants; MCPP -> its name
             if m not in out:
                 out.append(m)
     order = {m: i for i, m in enumerate(REGISTRY.names())}
@@ -95,6 +103,7 @@ __all__ = [
     "METHOD_ORDER",
     "METHOD_SETS",
     "REGISTRY",
+    "canonical_method",
     "is_baseline",
     "make_policy",
     "method_spec",

@@ -92,4 +92,5 @@ def test_harness_runs_it_with_a_variant_beside_it(tmp_path):
     assert set(paired["method"]) == {"mc_portfolio_rollout[M=8]"}
     assert set(paired["baseline"]) == {"sequential", "cheapest_first"}
     with open(os.path.join(run, "analysis", "report.md"), encoding="utf-8") as fh:
-        assert "mc_portfolio_rollout[M=8] minus each baseline" in fh.read()
+        text = fh.read()
+    assert "MCPP[M=8] minus each baseline" in text and "`mc_portfolio_rollout[M=8]` in the tables" in text

@@ -65,3 +65,48 @@ def test_simulate_mcpp_with_models_by_name():
     assert json.loads(r.stdout)["trials"] == 2
     r = run(*base, "--mc-portfolio-model-ids", "nope")
     assert r.returncode == 2 and "--mc-portfolio-model-ids (flag): unknown model(s) 'nope'" in r.stderr
+
+
+def test_simulate_takes_mcpp_by_its_user_facing_name_and_records_the_registered_one():
+    base = ("simulate", "--pool", EXAMPLE, "--dag", "0", "--budget", "6000", "--deadline", "60", "--trials", "3",
+            "--json")
+    outs = {}
+    for name in ("MCPP", "mcpp", "mc_portfolio_rollout"):
+        r = run(*base, "--method", name)
+        assert r.returncode == 0, r.stderr
+        outs[name] = json.loads(r.stdout)
+    assert {o["method"] for o in outs.values()} == {"mc_portfolio_rollout"}
+    assert outs["MCPP"] == outs["mcpp"] == outs["mc_portfolio_rollout"]  # the same method, trial for trial
+
+
+def test_unknown_method_gets_at_most_three_suggestions_none_the_refused_name():
+    base = ("simulate", "--pool", EXAMPLE, "--dag", "0", "--budget", "1", "--deadline", "1", "--method")
+    for name in ("mcpx", "seq4", "sequentail", "baselines"):
+        r = run(*base, name)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        hint = r.stderr.split("(did you mean ", 1)[1].split("?)", 1)[0] if "did you mean" in r.stderr else ""
+        offered = [s.strip(" '") for s in hint.replace(" or ", ",").split(",") if s.strip()]
+        assert len(offered) <= 3 and name not in offered, r.stderr
+        assert "baselines" not in offered and "seq" not in offered  # --method takes one method, not a set
+
+
+def test_help_is_plain_text_and_every_option_has_a_description():
+    r = run("--help")
+    assert r.returncode == 0
+    for markup in ("``", ":func:", ":mod:", ".py"):
+        assert markup not in r.stdout, markup  # no reST, no source file
+    assert "MCPP" in r.stdout and "simulate" in r.stdout
+    for cmd in ("validate", "simulate", "plan", "predict", "methods"):
+        out = run(cmd, "--help").stdout
+        options = out.split("options:", 1)[1]
+        lines = options.splitlines()
+        for i, line in enumerate(lines):
+            s = line.strip()
+            if not s.startswith("-") or s.startswith("-h"):
+                continue
+            # argparse puts the text after the option on its line, or on the next line, indented further
+            parts = s.split("  ", 1)
+            has_text = len(parts) == 2 and parts[1].strip()
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            has_text = has_text or (nxt.startswith(" " * 10) and not nxt.strip().startswith("-"))
+            assert has_text, f"{cmd} --help: {s} has no description"

@@ -7,7 +7,7 @@ import math
 import os
 
 import pytest
-from harness_util import config_env, diamond, harness, small_pool, write_pool
+from harness_util import ROOT, config_env, diamond, harness, small_pool, write_pool
 
 from harness.config import resolve_config
 from harness.grid import ABSOLUTE, RATIO, AxisValue, parse_map, resolve_grid
@@ -315,3 +315,27 @@ def test_unknown_mcpp_model_refused_before_work(tmp_path):
     with pytest.raises(ConfigError, match=r"MC_PORTFOLIO_MODEL_IDS \(environment\): unknown model\(s\) 'no_such_model'"):
         prepare(env, quiet=True)
     assert not os.path.exists(os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"], "jobs_list.txt"))
+
+
+def test_status_after_local_says_it_is_finished_and_the_report_has_no_absolute_pool_path(tmp_path):
+    pool = small_pool(tmp_path, n=2)
+    env = config_env(tmp_path, pool, METHOD_SET="sequential,uniform", N_EXEC_TRIALS=2, BUDGET_RATIOS="1",
+                     DEADLINE_RATIOS="1")  # fmt: skip
+    harness("prepare", env)
+    status = harness("status", env).stdout
+    assert "merge" not in status.splitlines()[-1]  # nothing done yet: no next step about merging
+    harness("local", env, "--no-progress")
+    status = harness("status", env).stdout
+    assert "merged and analysed" in status and "`run_experiment.sh merge`" not in status, status
+    run_dir = os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"])
+    report = open(os.path.join(run_dir, "analysis", "report.md"), encoding="utf-8").read()
+    assert "- pool: `pool.jsonl`" in report and str(tmp_path) not in report  # outside the repository: the file name
+    os.remove(os.path.join(run_dir, "analysis", "report.md"))
+    assert "`run_experiment.sh analyze`" in harness("status", env).stdout  # merged, not analysed
+
+
+def test_report_shows_a_pool_inside_the_repository_relative_to_its_root():
+    from harness.report import shown_path
+
+    assert shown_path(os.path.join(ROOT, "examples", "example_pool.jsonl")) == "examples/example_pool.jsonl"
+    assert shown_path("/somewhere/else/p.jsonl") == "p.jsonl"

@@ -146,3 +146,34 @@ def test_a_variant_runs_with_its_parameters(pool):
         np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
     assert a.method == "mc_portfolio_rollout[crn]"
     assert [d["mc_portfolio_params"]["evaluation"] for d in a.diagnostics] == ["crn"] * 3
+
+
+@pytest.mark.parametrize("given", ["MCPP", "mcpp", "Mcpp", " MCPP "])
+def test_mcpp_is_the_user_facing_name_and_records_keep_the_registered_one(given):
+    assert method_spec(given).name == "mc_portfolio_rollout"
+    assert method_spec(given.strip() + "[crn]").name == "mc_portfolio_rollout[crn]"
+    assert resolve_methods(f"sequential,{given}") == ["sequential", "mc_portfolio_rollout"]
+
+
+@pytest.mark.parametrize(
+    "text, sets",
+    [("mcpx", False), ("seq4", False), ("sequentail", False), ("baselinez", True), ("loader_duall", True),
+     ("Sequential", False), ("uniformm", True), ("zzz", False)],
+)
+def test_unknown_names_get_at_most_three_suggestions_never_the_refused_name(text, sets):
+    with pytest.raises(ConfigError) as exc:
+        REGISTRY.get(text, "--method", sets=sets)
+    msg = str(exc.value)
+    hint = re.search(r"\(did you mean (.*)\?\)", msg)
+    offered = re.findall(r"'([^']*)'", hint.group(1)) if hint else []
+    assert len(offered) <= 3 and text not in offered
+    accepted = set(REGISTRY.names()) | set(REGISTRY.aliases()) | (set(METHOD_SETS) if sets else set())
+    assert set(offered) <= accepted  # only what the caller accepts
+    assert "sets:" not in msg and len(msg) < 300  # no list of every method
+
+
+def test_a_set_given_where_one_method_is_taken_says_so():
+    with pytest.raises(ConfigError, match="'baselines' is a method set .*takes one method"):
+        method_spec("baselines", "--method")
+    with pytest.raises(ConfigError, match=r"did you mean 'sequential_4' or 'sequential_64'\?"):
+        method_spec("seq4", "--method")

@@ -278,7 +278,7 @@ def test_search_pick_and_keyboard_sliders_show_the_matrix_entry(driver, www, tmp
 
     small = www["small"]
     _open(driver, www["url"] + "small/", "codeflow_000")
-    assert _text(driver, "problem-count") == "12 problems"
+    assert _text(driver, "problem-count") == "12 DAGs"
     # keyboard only: Down from the search box into the list, Down again, Enter selects
     search = _el(driver, "search")
     search.send_keys(Keys.ARROW_DOWN)
@@ -301,7 +301,7 @@ def test_search_pick_and_keyboard_sliders_show_the_matrix_entry(driver, www, tmp
     q = small.queries[7]
     search.clear()
     search.send_keys(q["problem_id"].lower())
-    assert _text(driver, "problem-count") == "1 of 12 problems"
+    assert _text(driver, "problem-count") == "1 of 12 DAGs"
     search.send_keys(Keys.ENTER)
     _wait(driver, f"document.body.dataset.paintedQuery === {json.dumps(q['query_id'])}")
     assert q["title"] in _text(driver, "problem-title")
@@ -463,11 +463,11 @@ def test_published_layout_from_data_folder_hides_what_it_lacks(driver, www, tmp_
 
 def test_data_query_parameter_points_at_another_folder(driver, www):
     _open(driver, www["url"] + "pageonly/?data=/small/", "codeflow_000")
-    assert "12 problems" in _text(driver, "dataset-badge")
+    assert "12 DAGs" in _text(driver, "dataset-badge")
     assert not _visible(driver, "approx-badge")  # approximation: null
     # a relative folder, and a non-null approximation is labelled
     _open(driver, www["url"] + "pageonly/?data=../approx", "codeflow_000")
-    assert "2 problems" in _text(driver, "dataset-badge") and "3 × 4 grid" in _text(driver, "dataset-badge")
+    assert "2 DAGs" in _text(driver, "dataset-badge") and "3 × 4 grid" in _text(driver, "dataset-badge")
     assert _visible(driver, "approx-badge")
     assert _text(driver, "approx-badge") == "approximate: MCPP planned with M = 8 simulations (the faithful M is 64)"
     # no manifest anywhere: one readable error instead of an empty page
@@ -489,7 +489,7 @@ def test_page_works_from_python_m_http_server(driver, www):
         port = re.search(r"port (\d+)", proc.stdout.readline()).group(1)
         _open(driver, f"http://127.0.0.1:{port}/", "codeflow_000")
         assert _text(driver, "success-value").endswith("%") or _text(driver, "success-value") == "–"
-        assert "12 problems" in _text(driver, "dataset-badge")
+        assert "12 DAGs" in _text(driver, "dataset-badge")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -548,7 +548,7 @@ def test_page_reads_the_surface_jobs_own_output(driver, tmp_path):
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
-    """462 problems on the published 100 x 100 grid, two methods with every field (~0.6 MB a matrix)."""
+    """462 DAGs on the published 100 x 100 grid, two methods with every field (~0.6 MB a matrix)."""
     if _browser_missing():
         pytest.skip(_browser_missing())
     root = tmp_path_factory.mktemp("big")
@@ -567,7 +567,7 @@ def big(tmp_path_factory):
 def test_paint_within_one_second_on_a_462_problem_set(driver, big, tmp_path):
     s = big["set"]
     _open(driver, big["url"], "codeflow_000")
-    assert _text(driver, "problem-count") == "462 problems"
+    assert _text(driver, "problem-count") == "462 DAGs"
     times = []
     for i in (137, 461, 250, 3, 399):
         q = s.queries[i]
@@ -578,7 +578,7 @@ def test_paint_within_one_second_on_a_462_problem_set(driver, big, tmp_path):
         b, d = int(_el(driver, "budget").get_attribute("value")), int(_el(driver, "deadline").get_attribute("value"))
         v = s.matrix(i)["success_pct"][b][d]
         assert _text(driver, "success-value") == ("–" if v is None else f"{v}%")
-    print(f"\npaint after selection, 462 problems x 100 x 100 cells: median {statistics.median(times):.0f} ms, "
+    print(f"\npaint after selection, 462 DAGs x 100 x 100 cells: median {statistics.median(times):.0f} ms, "
           f"max {max(times):.0f} ms ({', '.join(f'{t:.0f}' for t in times)})")
     assert max(times) < 1000.0, times  # the issue's requirement: painted within 1 s of the selection
     _screenshot(driver, tmp_path, "surface_462.png")

@@ -119,7 +119,7 @@ def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
             import pathlib
 
             page_writer(pathlib.Path(out))
-    log(f"surface: {len(cfg.dags)} queries x {nb} budgets x {nd} deadlines -> {out} "
+    log(f"surface: {len(cfg.dags)} DAGs x {nb} budgets x {nd} deadlines -> {out} "
         f"({counts['complete']} complete, {counts['missing']} missing cells)")  # fmt: skip
     return manifest
 

@@ -99,9 +99,48 @@ def check_int(
 
 
 def closest(name: str, choices: Iterable[str]) -> str | None:
-    """The closest valid spelling of ``name`` among ``choices`` (for "did you mean" hints)."""
-    found = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    """The closest valid spelling of ``name`` among ``choices`` (for "did you mean" hints), never ``name`` itself.
+
+    Strict (difflib's ratio >= 0.6, no subsequence fallback): callers also use
+    it to tell a misspelt setting from a foreign variable with the same prefix.
+    """
+    found = suggestions(name, choices, n=1, loose=False)
     return found[0] if found else None
+
+
+def _subsequence(short: str, long: str) -> bool:
+    it = iter(long)
+    return all(ch in it for ch in short)
+
+
+def suggestions(name: str, choices: Iterable[str], n: int = 3, loose: bool = True) -> list[str]:
+    """At most ``n`` spellings among ``choices`` close to ``name``, best first, never ``name`` itself.
+
+    Case is ignored. Close means difflib's ratio >= 0.6; when nothing is that
+    close and ``loose``, the choices that contain the letters of ``name`` in order
+    (``seq4`` -> ``sequential_4``). Only near-ties of the best one are kept, so a
+    clear typo gets one answer, not three.
+    """
+    key = name.strip().lower()
+    pool = [c for c in dict.fromkeys(choices) if c != name.strip()]
+    if not key or not pool:
+        return []
+    ratio = {c: difflib.SequenceMatcher(None, key, c.lower()).ratio() for c in pool}
+    close = [c for c in pool if ratio[c] >= 0.6] or [
+        c for c in pool if loose and len(key) >= 2 and _subsequence(key, c.lower())]
+    close.sort(key=lambda c: -ratio[c])
+    if not close:
+        return []
+    best = ratio[close[0]]
+    return [c for c in close if ratio[c] >= best - 0.05][:n]
+
+
+def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """`` (did you mean 'a', 'b' or 'c'?)`` for the :func:`suggestions` of ``name``, else ``""``."""
+    found = [repr(c) for c in suggestions(name, choices, n)]
+    if not found:
+        return ""
+    return " (did you mean " + (found[0] if len(found) == 1 else ", ".join(found[:-1]) + " or " + found[-1]) + "?)"
 
 
 def check_choice(value: Any, name: str, choices: Sequence[str], source: str | None = None) -> str:

@@ -34,7 +34,7 @@ from simulator.cli.args import (
 from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
 from simulator.engine.registry import Execution, MethodSpec, execution_of
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args
-from simulator.methods import METHOD_ORDER, METHOD_SETS, method_spec
+from simulator.methods import METHOD_ORDER, method_spec
 from simulator.pools.pool import Pool, load_pool
 
 #: below this many trials `simulate` runs a baseline on one thread (see run_chunk)
@@ -43,7 +43,7 @@ PARALLEL_MIN_TRIALS = 2000
 
 def cmd_validate(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m simulator validate", description="Check a DAG pool.")
-    ap.add_argument("--pool", required=True)
+    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
     ap.add_argument("--index-file", default=None, help="optional index file selecting rows")
     args = ap.parse_args(argv)
     from simulator.pools.pool import load_index_file
@@ -140,8 +140,9 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     add_budget_deadline_arguments(ap)
     ap.add_argument(
         "--method", default="sequential",
-        help=f"a registered method ({', '.join(METHOD_ORDER)}; sets {', '.join(s for s in METHOD_SETS if s != 'all')}"
-        " list more: `python -m simulator methods`) or a variant NAME[key=value,...]",
+        help=f"one method: MCPP (also mcpp; recorded as mc_portfolio_rollout) or a baseline "
+        f"({', '.join(m for m in METHOD_ORDER if m != 'mc_portfolio_rollout')}; more: `python -m simulator methods`), "
+        "or a variant NAME[key=value,...] such as MCPP[crn]",
     )  # fmt: skip
     ap.add_argument("--trials", default="1000", help="episodes (an integer >= 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -151,6 +152,7 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     add_mcpp_arguments(ap)
     args = check_common_args(ap.parse_args(argv))
     spec = method_spec(args.method, "--method")
+    args.method = spec.name  # MCPP / mcpp -> mc_portfolio_rollout: the name records and results keep
     ex = execution_of(spec, args.execution_rules)
     pool, i = load_pool_and_dag(args)
     params: dict = {}
@@ -234,6 +236,24 @@ def cmd_methods(argv: Sequence[str]) -> int:
     return 0
 
 
+#: what ``python -m simulator --help`` prints (plain text: no markup, no source files)
+HELP = """\
+One-off questions about a DAG pool.
+
+commands:
+  validate   check a pool and summarise it (DAGs, nodes, depth, models)
+               python -m simulator validate --pool P
+  simulate   on-time completion probability of one method on one DAG, with a 95% (Wilson)
+             interval, the mean cost and makespan (--json: one machine-readable object)
+               python -m simulator simulate --pool P --dag I --budget B --deadline D --method MCPP
+             (--budget-ratio / --deadline-ratio: multiples of the DAG's nominal budget and deadline)
+  plan       MCPP's first decision on one DAG and its estimate
+  predict    MCPP's completion probability over a (budget, deadline) grid of one DAG
+  methods    the methods (MCPP and the baselines), how each runs, and the method sets
+
+`python -m simulator COMMAND --help` describes a command's options. Every user error is one
+readable line on stderr with exit code 2. Terms and units: docs/problem.md."""
+
 COMMANDS = {"methods": cmd_methods, "validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan,
             "predict": cmd_predict}
 #: commands not listed in the usage (``_prewarm``: the cold-start helper ``simulate`` starts)
@@ -245,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = COMMANDS
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m simulator {" + ",".join(commands) + "} [options]\n")
-        print(__doc__)
+        print(HELP)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd not in commands and cmd not in HIDDEN:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from simulator.base.errors import ConfigError
-from simulator.base.validation import closest
+from simulator.base.validation import did_you_mean
 
 COMPILED_BASELINE = "compiled_baseline"
 PYTHON_POLICY = "python_policy"
@@ -67,6 +67,9 @@ class MethodSpec:
     baseline: bool
     family: str = ""
     label: str = ""  # label in tables and plots (default: the name)
+    #: other names a user may give for it, matched ignoring case (``MCPP`` for ``mc_portfolio_rollout``);
+    #: records keep ``name``
+    aliases: tuple[str, ...] = ()
     sets: tuple[str, ...] = ()  # method sets (besides its own name) that include it
     rule: Callable[..., Any] | None = None  # compiled baselines: rule(arr) -> baselines.BaselineRule
     factory: Callable[..., Any] | None = None  # Python policies: factory(params, planning) -> Policy
@@ -147,11 +150,33 @@ class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, MethodSpec] = {}
         self._variants: dict[str, MethodSpec] = {}  # parsed (and checked) once: entries are immutable
+        self._aliases: dict[str, str] = {}  # lower-case alias -> registered name
 
     def register(self, spec: MethodSpec) -> None:
         if spec.name in self._specs:
             raise ValueError(f"method {spec.name!r} is registered twice")
+        for alias in spec.aliases:
+            if alias.lower() in self._aliases or alias in self._specs:
+                raise ValueError(f"method {spec.name!r}: alias {alias!r} is taken")
+            self._aliases[alias.lower()] = spec.name
         self._specs[spec.name] = spec
+
+    def aliases(self) -> dict[str, str]:
+        """Each alias as written in its entry -> the registered name it stands for."""
+        return {a: s.name for s in self._specs.values() for a in s.aliases}
+
+    def canonical(self, name: str) -> str:
+        """``name`` with an alias (any case) replaced by the registered name: ``mcpp[crn]`` -> ``mc_portfolio_rollout[crn]``.
+
+        Records, tables and shard files use the registered name, so a run given
+        ``MCPP`` stays comparable with one given ``mc_portfolio_rollout``.
+        """
+        name = name.strip()
+        m = _VARIANT.match(name)
+        base = m.group(1) if m else name
+        if base not in self._specs and base.lower() in self._aliases:
+            return self._aliases[base.lower()] + name[len(base):]
+        return name
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._specs)
@@ -163,25 +188,39 @@ class Registry:
                 out.setdefault(s, []).append(spec.name)
         return {k: tuple(v) for k, v in out.items()}
 
-    def get(self, name: str, source: str | None = None) -> MethodSpec:
-        """The entry of ``name``, a registered method or a variant ``base[...]`` of one."""
-        name = name.strip()
+    def get(self, name: str, source: str | None = None, sets: bool = False) -> MethodSpec:
+        """The entry of ``name``, a registered method (or an alias of one) or a variant ``base[...]`` of one.
+
+        ``sets``: whether the caller also accepts method sets (a list such as
+        ``METHOD_SET``); it only changes what an unknown name is offered
+        instead, since a hint must be something the flag accepts.
+        """
+        name = self.canonical(name)
         if name in self._specs:
             return self._specs[name]
         if name in self._variants:
             return self._variants[name]
         m = _VARIANT.match(name)
         if m is None:
-            hint = closest(name, list(self._specs) + list(self.sets()))
-            raise ConfigError(
-                _prefix(source) + f"unknown method(s) {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
-                + f"; methods: {', '.join(self._specs)}; sets: {', '.join(self.sets())}; "
-                "a variant of a method is written NAME[key=value,...]"
-            )
+            raise ConfigError(_prefix(source) + self._unknown(name, sets))
         base = self.get(m.group(1), source)
         spec = variant_of(base, m.group(2), name, source)
         self._variants[name] = spec
         return spec
+
+
+    def _unknown(self, name: str, sets: bool) -> str:
+        """The message for an unknown ``name``: at most three suggestions among what the caller accepts."""
+        all_sets = self.sets()
+        if not sets and name in all_sets:
+            members = all_sets[name]
+            shown = ", ".join(members[:4]) + (", ..." if len(members) > 4 else "")
+            return (f"{name!r} is a method set ({shown}), and this takes one method; "
+                    "`python -m simulator methods` lists them")  # fmt: skip
+        choices = [*self._specs, *self.aliases(), *(all_sets if sets else ())]
+        what = "methods and method sets" if sets else "methods"
+        return (f"unknown method(s) {name!r}{did_you_mean(name, choices)}; `python -m simulator methods` lists the "
+                f"{what}; a variant of a method is written NAME[key=value,...]")  # fmt: skip
 
 
 def _prefix(source: str | None) -> str:
@@ -208,10 +247,9 @@ def variant_of(base: MethodSpec, body: str, name: str, source: str | None = None
             key, value = base.variant_words[item]
         else:
             words = ", ".join(base.variant_words) or "none"
-            hint = closest(item, list(base.variant_words))
             raise ConfigError(
                 _prefix(source) + f"{name!r}: unknown variant word {item!r}"
-                + (f" (did you mean {hint!r}?)" if hint else "")
+                + did_you_mean(item, list(base.variant_words))
                 + f"; words of {base.name}: {words}; or write key=value"
             )
         if key in seen:

@@ -546,7 +546,7 @@ METHODS: tuple[MethodSpec, ...] = (
     MethodSpec(
         MCPP, PYTHON_POLICY, ATOMIC, HARD, baseline=False, family="mcpp", sets=("all", "mcpp", "loader_only"),
         factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params, check_dag=check_mcpp_dag,
-        launch_param="launch_rule",
+        launch_param="launch_rule", label="MCPP", aliases=("MCPP",),
         variant_words={
             "crn": ("evaluation", "crn"),
             "halving": ("evaluation", "halving"),

@@ -469,7 +469,7 @@
     var sv = $("success-value");
     sv.textContent = fmtPct(pct);
     sv.dataset.value = pct == null ? "" : String(pct);
-    setText("success-caption", S.methods.length > 1 ? meth.display_name + " at the chosen cell" : "Success at the chosen cell");
+    setText("success-caption", !S.published ? meth.display_name + " at the chosen cell" : "Success at the chosen cell");
     var st = $("status");
     st.textContent = status;
     st.className = "pill " + status;
@@ -533,7 +533,7 @@
         "Best baseline: " + fmtBudget(S.axes.budgets[bestB.i]) + " (" + bestB.m.display_name + ")";
     }
     setText("chart-title", S.view === "diff" ? meth.display_name + " minus the best baseline, in percentage points" :
-      (S.methods.length > 1 ? meth.display_name + ": success" : "Success") + " over the whole grid");
+      (!S.published ? meth.display_name + ": success" : "Success") + " over the whole grid");  // one method: still named
   }
 
   function update() {
@@ -574,8 +574,8 @@
       btn.parentNode.hidden = !hit;
       if (hit) shown++;
     });
-    setText("problem-count", shown === S.queries.length ? int(shown) + " problems" :
-      int(shown) + " of " + int(S.queries.length) + " problems");
+    setText("problem-count", shown === S.queries.length ? int(shown) + " DAGs" :
+      int(shown) + " of " + int(S.queries.length) + " DAGs");
   }
 
   function select(i, t0) {
@@ -705,7 +705,9 @@
       o.textContent = m.display_name + (m.baseline ? " (baseline)" : "");
       sel.append(o);
     });
-    S.method = hash.m && S.methods.some(function (m) { return m.id === hash.m; }) ? hash.m : S.methods[0].id;
+    // opens on the first method compared with the baselines (MCPP), whatever order the run listed them in
+    var compared = S.methods.filter(function (m) { return !m.baseline; })[0] || S.methods[0];
+    S.method = hash.m && S.methods.some(function (m) { return m.id === hash.m; }) ? hash.m : compared.id;
     sel.value = S.method;
     $("method-control").hidden = S.methods.length < 2;
     $("view-control").hidden = !S.hasDiff;
@@ -793,7 +795,8 @@
   function renderMeta() {
     var mf = S.manifest, nb = S.axes.budgets.length, nd = S.axes.deadlines.length, parts = [];
     if (mf.dataset) parts.push(mf.dataset);
-    parts.push(int(S.queries.length) + " problems");
+    parts.push(int(S.queries.length) + " DAGs");
+    if (!S.published) parts.push(S.methods.map(function (m) { return m.display_name; }).join(", "));
     parts.push(nb + " × " + nd + " grid");
     if (mf.generated_at) parts.push(String(mf.generated_at).slice(0, 10));
     if (S.published) parts.push("published layout");
@@ -853,7 +856,7 @@
       setupControls(hash);
       renderProblems();
       document.body.dataset.ready = "1";
-      if (!S.queries.length) { showError("queries.json lists no problems"); return; }
+      if (!S.queries.length) { showError("queries.json lists no DAGs"); return; }
       var qi = 0;
       if (hash.q) S.queries.some(function (q, i) { if (q.query_id === hash.q) { qi = i; return true; } return false; });
       select(qi, performance.now());
