@@ -304,8 +304,8 @@ def act_surface(args, v) -> int:
 
         print(unfinished_message(job, v["STALE_SECONDS"]), file=sys.stderr)
         return 1
-    merge_surface(rd.path)
-    return 0
+    manifest = merge_surface(rd.path)
+    return 1 if manifest["missing_cells"] else 0
 
 
 def act_surface_serve(args, v) -> int:

@@ -20,12 +20,12 @@ resumed, repaired, merged and analysed without touching the original.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cached_property
 
 from simulator.base.errors import ConfigError
 
+from .runjson import read_run_json
 from .shards import ShardSpec
 
 #: Run-internal directories, as written (relative) into job lines and run.json.
@@ -85,8 +85,7 @@ class RunDir:
                 f"{self.path} is not a prepared run (no run.json); run `bash run_experiment.sh prepare` first "
                 "(with the same RUN_NAME / RESULTS_ROOT)"
             )
-        with open(self.run_json, encoding="utf-8") as fh:
-            return json.load(fh)
+        return read_run_json(self.run_json)
 
     @cached_property
     def shards(self) -> list[ShardSpec]:

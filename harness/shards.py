@@ -10,10 +10,18 @@ runs per cell. Outputs are one file per (budget group, DAG)::
 so the shard layout (``DAGS_PER_SHARD``) never changes what is on disk, and a
 restarted or re-laid-out run reuses every verified file.
 
-A per-DAG file is **verified** when it parses completely and holds exactly
-the expected records: one per (cell of the group, method label, trial), each
-naming the right DAG. A truncated or partial file fails verification and is
-redone.
+A per-DAG file (a *part*) starts with one header line,
+``{"mcpp_part": 1, "fingerprint": ..., "dag_idx": ..., "group": ...,
+"n_records": ..., "records_bytes": ...}``: the fingerprint of the settings that
+make the part (:meth:`ShardSpec.part_fingerprint`) and its own counts. A part
+is **verified** when the header names this DAG, group and fingerprint, the
+file has exactly the announced size, and every record parses and is one of
+the expected ones: one per (cell of the group, method label, trial), each
+naming the right DAG. A truncated, partial, foreign or swapped file fails
+verification and is redone. The quick check (:func:`quick_check_part`, used
+by ``status`` and before a ``done`` shard is trusted) reads only the header
+and the file's size. A part written before parts had a header is verified by
+its records alone.
 """
 
 from __future__ import annotations
@@ -128,6 +136,30 @@ class ShardSpec:
 
     def units_per_dag(self) -> int:
         return len(self.deadlines) * len(self.labels()) * self.n_trials
+
+    def part_fingerprint(self) -> str:
+        """Hash of every setting that makes this shard's parts (not the DAG slice, paths or shard number).
+
+        Every shard of one budget group of a run has the same one; a part of
+        another run, group, seed, pool, trial count or method list has another.
+        """
+        from .config import settings_fingerprint
+
+        d = self.to_json()
+        for k in ("shard", "dags", "pool", "out_dir", "progress_file"):
+            d.pop(k, None)
+        return settings_fingerprint(d)
+
+    def part_checker(self):
+        """``check(path, dag, quick=False) -> FileCheck`` for this shard's parts."""
+        expected = self.expected_keys()
+        fp = self.part_fingerprint()
+        group = self.group
+
+        def check(path: str, dag: int, quick: bool = False) -> FileCheck:
+            return check_dag_output(path, dag, expected, fingerprint=fp, group=group, quick=quick)
+
+        return check
 
     def to_argv(self) -> list[str]:
         argv = [
@@ -274,15 +306,82 @@ def read_records(path: str) -> Iterable[tuple[int, str, dict | None]]:
                 yield no, text, None
 
 
-def check_dag_output(path: str, dag: int, expected: set[tuple[str, str, int]]) -> FileCheck:
-    """Verify one per-DAG file against the expected (cell, method, trial) keys."""
+PART_KEY = "mcpp_part"
+PART_FORMAT = 1
+
+
+def part_header(dag: int, group: str, fingerprint: str, records_text: str) -> str:
+    """The header line of a part holding ``records_text`` (its records, one JSON line each)."""
+    head = {PART_KEY: PART_FORMAT, "fingerprint": fingerprint, "dag_idx": dag, "group": group,
+            "n_records": records_text.count("\n"), "records_bytes": len(records_text.encode("utf-8"))}  # fmt: skip
+    return json.dumps(head, separators=(",", ":")) + "\n"
+
+
+def is_part_header(rec: object) -> bool:
+    return isinstance(rec, dict) and PART_KEY in rec
+
+
+def _read_header(path: str) -> tuple[dict | None, int, int]:
+    """(header or None, its length in bytes, file size); raises OSError."""
+    with open(path, "rb") as fh:
+        first = fh.readline(1 << 16)
+        size = os.fstat(fh.fileno()).st_size
+    try:
+        rec = json.loads(first) if first.endswith(b"\n") else None
+    except ValueError:
+        rec = None
+    return (rec if is_part_header(rec) else None), len(first), size
+
+
+def _header_problem(head: dict, head_len: int, size: int, dag: int, expected: set, fingerprint: str | None,
+                    group: str | None) -> str:  # fmt: skip
+    if head.get(PART_KEY) != PART_FORMAT:
+        return "unexpected records"
+    if head.get("dag_idx") != dag or (group is not None and head.get("group") != group):
+        return "unexpected records"
+    if fingerprint is not None and head.get("fingerprint") != fingerprint:
+        return "another run's part (fingerprint differs)"
+    if head.get("n_records") != len(expected):
+        return "unexpected records"
+    nbytes = head.get("records_bytes")
+    if not isinstance(nbytes, int) or head_len + nbytes != size:
+        return "truncated" if isinstance(nbytes, int) and head_len + nbytes > size else "unexpected records"
+    return ""
+
+
+def part_records(path: str) -> list[dict]:
+    """The records of a per-DAG part (its header line left out)."""
+    with open(path, encoding="utf-8") as fh:
+        recs = [json.loads(line) for line in fh if line.strip()]
+    return recs[1:] if recs and is_part_header(recs[0]) else recs
+
+
+def check_dag_output(path: str, dag: int, expected: set[tuple[str, str, int]], fingerprint: str | None = None,
+                     group: str | None = None, quick: bool = False) -> FileCheck:  # fmt: skip
+    """Verify one per-DAG file against the expected (cell, method, trial) keys (and its header, if any).
+
+    ``quick``: trust a part whose header and size agree (no record is read);
+    a part without a header is always read in full.
+    """
     if not os.path.exists(path):
         return FileCheck(False, "missing")
+    try:
+        head, head_len, size = _read_header(path)
+    except OSError as exc:
+        return FileCheck(False, f"unreadable ({exc.strerror or exc})")
+    if head is not None:
+        problem = _header_problem(head, head_len, size, dag, expected, fingerprint, group)
+        if problem:
+            return FileCheck(False, problem)
+        if quick:
+            return FileCheck(True, "", n_lines=len(expected))
     present: set = set()
     bad = False
     n = 0
     try:
-        for _, _, rec in read_records(path):
+        for no, _, rec in read_records(path):
+            if no == 1 and head is not None:
+                continue
             n += 1
             if rec is None or not isinstance(rec, dict):
                 bad = True
@@ -304,8 +403,16 @@ def verify_shard(spec: ShardSpec, out_dir: str | None = None) -> dict[int, FileC
     """Check every DAG file of a shard (``out_dir`` overrides the recorded one)."""
     if hasattr(spec, "verify"):  # a surface shard checks its own parts (harness/surface/job.py)
         return spec.verify(out_dir)
-    expected = spec.expected_keys()
-    return {d: check_dag_output(spec.dag_output(d, out_dir), d, expected) for d in spec.dags}
+    check = spec.part_checker()
+    return {d: check(spec.dag_output(d, out_dir), d) for d in spec.dags}
+
+
+def quick_verify_shard(spec) -> dict[int, FileCheck]:
+    """Each part of a shard by its header and size only (``status``; a ``done`` shard before it is trusted)."""
+    if hasattr(spec, "verify"):
+        return spec.verify(None, quick=True)
+    check = spec.part_checker()
+    return {d: check(spec.dag_output(d), d, quick=True) for d in spec.dags}
 
 
 def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
@@ -347,4 +454,4 @@ def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
     return shards
 
 
-__all__ = ["ShardSpec", "cell_id", "layout_shards", "verify_shard", "check_dag_output"]
+__all__ = ["ShardSpec", "cell_id", "layout_shards", "verify_shard", "quick_verify_shard", "check_dag_output"]
