@@ -75,6 +75,45 @@ def expand_ints(text: str) -> list[int]:
     return out
 
 
+def parse_dag_list(text: str, name: str = "--dags") -> list[int]:
+    """A job line's DAG list (``0-9,12``): non-empty, ascending ranges, each DAG once, every row >= 0.
+
+    Stricter than :func:`expand_ints`: ``5-2`` (a descending range), ``""``
+    (no DAG) and ``0,0`` (a DAG twice, computed and counted twice) are
+    refused in one line naming ``name``, before any work.
+    """
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        a, sep, b = part.partition("-")
+        try:
+            lo = int(a)
+            hi = int(b) if sep else lo
+        except ValueError:
+            raise ConfigError(f"{name} {text!r}: {part!r} is not a row or a range of rows (write e.g. '0-9,12')") from None
+        if lo < 0:
+            raise ConfigError(f"{name} {text!r}: rows are integers >= 0, got {lo}")
+        if hi < lo:
+            raise ConfigError(f"{name} {text!r}: the range {part!r} is descending (write {hi}-{lo})")
+        out.extend(range(lo, hi + 1))
+    if not out:
+        raise ConfigError(f"{name} {text!r}: no DAG given (write e.g. '0-9,12')")
+    if len(set(out)) != len(out):
+        seen: set[int] = set()
+        twice = next(d for d in out if d in seen or seen.add(d))
+        raise ConfigError(f"{name} {text!r}: DAG {twice} is listed twice")
+    return out
+
+
+def _axis_arg(text: str, name: str) -> AxisValue:
+    try:
+        return AxisValue.parse_token(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{name} {text!r}: {exc}") from None
+
+
 @dataclass
 class ShardSpec:
     """Everything one shard needs; round-trips through its command line."""
@@ -248,20 +287,47 @@ def _json_arg(text: str | None, what: str):
 
 
 def spec_from_args(a: argparse.Namespace) -> ShardSpec:
+    """The shard of a job line; every flag checked here, before any work (one line naming the flag)."""
+    from simulator.base.outputs import check_output_name, check_output_path
+    from simulator.base.validation import check_choice, check_int
+    from simulator.costs.arrays import LATENCY_DISTS
+    from simulator.costs.charges import normalize_cost_mode
+    from simulator.methods import method_spec
+
+    check_int(a.shard, "--shard", "flag", lo=0)
+    check_int(a.trials, "--trials", "flag", lo=1)
+    check_int(a.seed, "--seed", "flag", lo=0)
+    check_output_name(a.budget_group, flag="--budget-group")
+    out_dir = os.path.abspath(a.out_dir)
+    check_output_path(dag_output_path(out_dir, a.budget_group, 0), inputs=(a.pool,), inside=out_dir,
+                      flag="--budget-group")  # fmt: skip
+    deadlines = [_axis_arg(x, "--deadlines") for x in a.deadlines.split(",") if x.strip()]
+    if not deadlines:
+        raise ConfigError(f"--deadlines {a.deadlines!r}: no deadline given (write e.g. 'ratio:1,absolute:inf')")
+    methods = split_method_list(a.methods)  # a variant NAME[a=1,b=2] holds commas
+    if not methods:
+        raise ConfigError(f"--methods {a.methods!r}: no method given")
+    for m in methods:
+        method_spec(m, "--methods (flag)")
+    try:
+        normalize_cost_mode(a.cost_mode)
+    except ConfigError as exc:
+        raise ConfigError(f"--cost-mode (flag): {exc}") from None
+    check_choice(a.latency_dist, "--latency-dist", LATENCY_DISTS, "flag")
     return ShardSpec(
         shard=a.shard,
         group=a.budget_group,
-        budget=AxisValue.parse_token(a.budget),
-        deadlines=[AxisValue.parse_token(x) for x in a.deadlines.split(",") if x],
-        dags=expand_ints(a.dags),
+        budget=_axis_arg(a.budget, "--budget"),
+        deadlines=deadlines,
+        dags=parse_dag_list(a.dags, "--dags"),
         pool=os.path.abspath(a.pool),
         pool_sha256=a.pool_sha256,
-        out_dir=os.path.abspath(a.out_dir),
+        out_dir=out_dir,
         n_trials=a.trials,
         seed=a.seed,
         cost_mode=a.cost_mode,
         latency_dist=a.latency_dist,
-        methods=split_method_list(a.methods),  # a variant NAME[a=1,b=2] holds commas
+        methods=methods,
         baseline_suite=[m for m in a.baseline_suite.split(",") if m],
         prices=_json_arg(a.prices, "--prices"),
         default_price_model=a.default_price_model,
