@@ -74,6 +74,13 @@ def _check_file(path: str, dag: int, expected: set, cells: set, check=None) -> t
 def merge(rd: RunDir, out=print) -> dict:
     """Merge a run; returns the report (raises :class:`IncompleteRun` on gaps)."""
     run = rd.run
+    if run.get("kind") == "surface":
+        raise UserError(f"{rd.path} is a prediction-surface job, not a grid run: merge it with "
+                        f"`RUN_DIR={os.path.dirname(rd.path)} bash run_experiment.sh surface --merge`")  # fmt: skip
+    missing_keys = [k for k in ("method_labels", "settings", "cells", "shards") if k not in run]
+    if missing_keys:
+        raise UserError(f"{rd.run_json}: not the run.json of a prepared grid run (no {', '.join(missing_keys)}); "
+                        "prepare the run again (`prepare --force` archives the old one)")  # fmt: skip
     t0 = time.time()
     labels = [m["label"] for m in run["method_labels"]]
     n_trials = int(run["settings"]["n_exec_trials"])

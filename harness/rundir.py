@@ -96,6 +96,22 @@ class RunDir:
             return [SurfaceShard.from_json(s).relative_to(self.path) for s in self.run["shards"]]
         return [ShardSpec.from_json(s).relative_to(self.path) for s in self.run["shards"]]
 
+    def check_pool_unchanged(self) -> None:
+        """Refuse (one line, before any shard runs) when a pool file changed since the run was prepared.
+
+        Without it every shard would start, refuse the pool, and be retried
+        until marked failed, ending in a bare "FAILED shards".
+        """
+        from .shard_runner import check_pool_sha256
+
+        if self.run.get("kind") == "surface":
+            cfg = self.run.get("config", {})
+            pools = {(cfg.get("pool_path"), cfg.get("pool_sha256"))}
+        else:
+            pools = {(s.pool, s.pool_sha256) for s in self.shards}
+        for path, sha in sorted(p for p in pools if p[0]):
+            check_pool_sha256(path, sha or "")
+
     def job_lines(self) -> list[str]:
         try:
             with open(self.jobs_list, encoding="utf-8") as fh:

@@ -500,9 +500,15 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
                 with lock:
                     counts[k] = counts.get(k, 0) + v
         except Exception as exc:  # a raw thread traceback would land before the final status
-            from simulator.base.errors import describe_resource_error, is_resource_error
+            from simulator.base.errors import (
+                describe_access_error,
+                describe_resource_error,
+                is_access_error,
+                is_resource_error,
+            )
 
-            what = describe_resource_error(exc) if is_resource_error(exc) else f"{type(exc).__name__}: {exc}"
+            what = (describe_resource_error(exc) if is_resource_error(exc) else describe_access_error(exc)
+                    if is_access_error(exc) else f"{type(exc).__name__}: {exc}")  # fmt: skip
             log(f"a worker stopped: {what} (the status below shows what is left)")
             with lock:
                 counts["worker_error"] = counts.get("worker_error", 0) + 1

@@ -266,3 +266,158 @@ def test_run_shard_valid_flags_write_a_verified_part(tmp_path, capsys):
     assert "4 records" in capsys.readouterr().out
     recs = part_records(str(tmp_path / "out" / "b00" / "dag_000001.jsonl"))
     assert len(recs) == 2 and {r["dag_idx"] for r in recs} == {1}
+
+
+# ----------------------------------------------------------------------------- python -m simulator
+
+
+def _pool_line(**over) -> str:
+    line = {"problem_id": "z", "nodes": [{"node_id": 0, "parents": [], "children": [],
+            "template": {"success_prob": 0.5, "lat_mean": 1, "lat_std": 1, "cost_mean": 5, "token_cost_mean": 5}}]}
+    line.update(over)
+    return json.dumps(line) + "\n"
+
+
+def _zero_cost_line() -> str:
+    line = json.loads(_pool_line())
+    line["nodes"][0]["template"].update(cost_mean=0, token_cost_mean=0)
+    return json.dumps(line) + "\n"
+
+
+def _huge_id_line() -> str:
+    line = json.loads(_pool_line())
+    line["nodes"][0]["node_id"] = 2**70
+    return json.dumps(line) + "\n"
+
+
+SIM_CASES = [
+    ("validate", _pool_line(n_nodes="5"), [], ["n_nodes", "must be an integer", "a string '5'"]),
+    ("validate", _pool_line(n_nodes=True), [], ["n_nodes", "must be an integer", "a boolean"]),
+    ("validate", _huge_id_line(), [], ["node_id", "64 bits"]),
+    ("simulate", _zero_cost_line(), ["--dag", "0", "--budget-ratio", "1", "--deadline-ratio", "1", "--method",
+                                     "sequential", "--trials", "3"], ["nominal budget of this DAG is 0",
+                                                                      "every cost", "--budget-ratio"]),
+    ("predict", _pool_line(), ["--dag", "0", "--budget-ratios", "1e308", "--deadlines", "30", "--trials", "2",
+                               "--out", "{tmp}/pred"], ["--budget-ratios", "beyond the float range"]),
+    ("predict", _zero_cost_line(), ["--dag", "0", "--budget-ratios", "1", "--deadlines", "30", "--trials", "2",
+                                    "--out", "{tmp}/pred"], ["--budget-ratios", "nominal budget of this DAG is 0"]),
+]
+
+
+@pytest.mark.parametrize("cmd,line,args,words", SIM_CASES)
+def test_simulator_table(tmp_path, capsys, cmd, line, args, words):
+    from simulator.cli.main import main
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(line)
+    refused(main, [cmd, "--pool", str(pool), *[a.format(tmp=tmp_path) for a in args]], capsys, words, tmp_path)
+
+
+def test_gen_jobs_refuses_a_huge_node_id_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from harness_util import clean_env, config_env
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(_huge_id_line())
+    env = clean_env(**config_env(tmp_path, str(pool)))
+    r = subprocess.run([sys.executable, str(ROOT / "gen_jobs.py"), "--quiet"], env=env, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "64 bits" in r.stderr
+
+
+# ----------------------------------------------------------------------------- the Comp loader
+
+
+def test_comp_loader_names_the_type_of_overall_turns(tmp_path):
+    from codeflow.comp_dataset import load_comp_problems
+    from simulator.base.errors import PoolError
+
+    data = json.loads(COMP.read_text())
+    data[0]["overall-turns"] = str(len(data[0]["subproblems"]))
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(data))
+    with pytest.raises(PoolError, match="'overall-turns' must be an integer >= 1, got a string"):
+        load_comp_problems(p)
+
+
+# ----------------------------------------------------------------------------- harness
+
+
+def test_access_errors_are_one_line(capsys):
+    """A read-only results root or run folder: one line naming the file, exit 2 (root can write anywhere,
+    so the error is raised here as the file system would)."""
+    import errno
+
+    from simulator.base.errors import cli_entry
+
+    def write_into_read_only():
+        raise PermissionError(errno.EACCES, "Permission denied", "/results/run/run.json")
+
+    def read_only_fs():
+        raise OSError(errno.EROFS, "Read-only file system", "/results/run/state/s00000.claim")
+
+    for fn, words in ((write_into_read_only, "Permission denied"), (read_only_fs, "Read-only file system")):
+        assert cli_entry(fn)() == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and "/results/run/" in err[0]
+
+
+def test_merge_shards_on_a_surface_job_is_one_line(tmp_path, capsys):
+    import merge_shards
+
+    job = tmp_path / "run" / "surface_job"
+    job.mkdir(parents=True)
+    (job / "run.json").write_text(json.dumps({"kind": "surface", "shards": []}))
+    line = refused(merge_shards.main, ["--run-dir", str(job)], capsys, ["surface job", "surface --merge"], tmp_path)
+    assert str(tmp_path / "run") in line
+    (job / "run.json").write_text(json.dumps({"shards": []}))
+    refused(merge_shards.main, ["--run-dir", str(job)], capsys, ["not the run.json of a prepared grid run"],
+            tmp_path)  # fmt: skip
+
+
+HARNESS_CASES = [
+    ("surface", {"SURFACE_BUDGETS": ""}, ["SURFACE_BUDGETS", "empty axis"]),
+    ("surface", {"SURFACE_DEADLINES": "  "}, ["SURFACE_DEADLINES", "empty axis"]),
+    ("prepare", {"BUDGET_RATIOS": "1e308"}, ["BUDGET_RATIOS", "beyond the float range"]),
+]
+
+
+@pytest.mark.parametrize("action,extra,words", HARNESS_CASES)
+def test_harness_table(tmp_path, action, extra, words):
+    from harness_util import config_env, harness, small_pool
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), **extra)
+    before = snapshot(tmp_path)
+    r = harness(action, env, check=False)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+    assert snapshot(tmp_path) == before
+
+
+def test_ratio_budget_with_every_cost_zero_is_refused_at_prepare(tmp_path):
+    from harness_util import config_env, harness
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(_zero_cost_line())
+    r = harness("prepare", config_env(tmp_path, str(pool)), check=False)
+    assert r.returncode == 2 and "nominal budget of this DAG is 0" in r.stderr and "BUDGET_RATIOS" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_local_no_prepare_after_the_pool_changed_is_one_line(tmp_path):
+    from harness_util import config_env, harness, small_pool
+
+    pool = small_pool(tmp_path, n=2)
+    env = config_env(tmp_path, pool, N_EXEC_TRIALS=2)
+    harness("prepare", env)
+    with open(pool, "a", encoding="utf-8") as fh:
+        fh.write(open(pool, encoding="utf-8").readline())
+    for action in (("local", "--no-prepare", "--no-progress"), ("auto",), ("shard", "0")):
+        r = harness(action[0], env, *action[1:], check=False)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "the pool changed" in lines[0], (action, r.stderr)
+    assert not os.path.exists(os.path.join(tmp_path, "runs", "t", "state", "s00000.failures"))

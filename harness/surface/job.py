@@ -209,6 +209,9 @@ def resolve_surface(env=None) -> tuple[SurfaceConfig, object]:
 
     env = dict(os.environ if env is None else env)
     v = variables.check_environment(env, "surface")
+    for name in ("SURFACE_BUDGETS", "SURFACE_DEADLINES"):  # set but empty: refused (unset means the default)
+        if name in env and not str(env[name]).strip():
+            parse_axis(env[name], name)
     budgets_text = v["SURFACE_BUDGETS"]
     deadlines = parse_axis(v["SURFACE_DEADLINES"] or DEADLINES, "SURFACE_DEADLINES")
     if budgets_text:
