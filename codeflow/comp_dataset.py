@@ -35,7 +35,8 @@ from typing import Any
 
 from codeflow.dataset import Problem, Subproblem, TestCase, number_problems, read_json_list
 from codeflow.extract import python_blocks
-from simulator.base.errors import PoolError
+from simulator.base.errors import ConfigError, PoolError
+from simulator.base.validation import check_int_field
 from simulator.pools.graph import graph_from_named
 
 REFERENCE_KEYS = ("solution", "golden_solution", "reference_solution", "canonical_solution")
@@ -155,11 +156,15 @@ def comp_problem_from_json(raw: Any, path: str, pos: int) -> CompProblem:
         subs.append(sub)
         by_name[name] = sub
     turns = raw.get("overall-turns")
-    if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int)
-                              or turns != len(subs)):
-        raise PoolError(f"'overall-turns' is {turns!r} but the problem has {len(subs)} "
-                        "subproblems (the last turn must be the main program)",
-                        path=path, problem_id=pid)
+    if turns is not None:
+        try:
+            turns = check_int_field(turns, "overall-turns", lo=1)
+        except ConfigError as exc:
+            raise PoolError(str(exc), path=path, problem_id=pid) from None
+        if turns != len(subs):
+            raise PoolError(f"'overall-turns' is {turns!r} but the problem has {len(subs)} "
+                            "subproblems (the last turn must be the main program)",
+                            path=path, problem_id=pid)
     # unknown names, self-loops and cycles: a PoolError naming the subproblem
     graph_from_named([(sub.name, sub.dependencies) for sub in subs], path=path, problem_id=pid,
                      drop_self_loops=False)

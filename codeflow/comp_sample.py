@@ -29,6 +29,7 @@ from typing import Any
 from codeflow.dataset import read_json_list
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
+from simulator.base.outputs import check_output_path
 
 INDEX_KEYS = ("indices", "source_indices")
 
@@ -86,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     how = ap.add_mutually_exclusive_group(required=True)
     how.add_argument("--n", type=int, help="number of problems to draw")
     how.add_argument("--indices", help="indices file of the subset to restore")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the draw, an integer >= 0 (default 0)")
     ap.add_argument("--out", required=True, help="subset file to write (JSON list)")
     ap.add_argument("--indices-out", default=None,
                     help="indices file to write (default: <out stem>.indices.json)")
@@ -96,6 +97,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.seed < 0:  # random.Random(-5) draws what Random(5) draws: a negative seed would be recorded falsely
+        raise UserError(f"--seed must be an integer >= 0, got {args.seed}")
+    # outputs checked before any work: never the input (or the indices file read), never each other
+    out = Path(args.out)
+    index_out = Path(args.indices_out) if args.indices_out else out.with_suffix(".indices.json")
+    inputs = (args.input, args.indices)
+    check_output_path(out, inputs=inputs, flag="--out")
+    check_output_path(index_out, inputs=(*inputs, out), flag="--indices-out")
     items = read_json_list(args.input, "Comp file")
     if not items:
         raise UserError(f"{args.input}: the file holds no problem")
@@ -104,8 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         indices = draw(len(items), args.n, args.seed)
     subset = select(items, indices, args.input)
-    out = Path(args.out)
-    index_out = Path(args.indices_out) if args.indices_out else out.with_suffix(".indices.json")
     atomic_write_json(out, subset, indent=None)
     atomic_write_json(index_out, {"indices": indices, "n": len(indices),
                                   "seed": None if args.indices else args.seed,

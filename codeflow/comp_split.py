@@ -10,23 +10,33 @@ buffer refilled in 1 MiB reads), keeps the elements whose position is in
 ``[start, end)`` (stopping once past ``end``), optionally sets
 ``_source_index`` = that position on each (elements must then be objects),
 and writes every ``items-per-shard`` of them to ``<out-dir>/<prefix>_00000.json``,
-``_00001.json``... (atomically, one shard in memory at a time), then
+``_00001.json``... (one shard in memory at a time), then
 ``<out-dir>/manifest.json`` listing the shards with their index ranges.
 Progress goes to standard error every ``--progress-every`` elements.
+
+All or nothing: the shards are written into a hidden folder inside
+``--out-dir`` and moved into place only once the whole input was read, so a
+refused input (truncated, invalid) leaves no shard behind; a folder that
+already holds shards or a manifest is refused (stale shards would mix with
+new ones), as is a ``--prefix`` that is not a plain file name.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
+from simulator.base.outputs import check_output_name, check_output_path
 
 _WS = re.compile(r"[ \t\n\r]*")
 CHUNK = 1 << 20
@@ -116,7 +126,39 @@ def split(path: str | Path, out_dir: str | Path, per_shard: int, start: int = 0,
         raise UserError("--items-per-shard must be at least 1")
     if start < 0 or (end is not None and end < start):
         raise UserError(f"the index range [{start}, {end}) is empty or negative")
+    if progress_every < 0:
+        raise UserError(f"--progress-every must be an integer >= 0 (0: never), got {progress_every}")
+    check_output_name(prefix, flag="--prefix")
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out-dir {str(out_dir)!r}: is a file, expected a directory")
+    check_output_path(out_dir / f"{prefix}_00000.json", inputs=(path,), inside=out_dir, flag="--prefix")
+    check_output_path(out_dir / "manifest.json", inputs=(path,), inside=out_dir, flag="--out-dir")
+    stale = sorted(p.name for p in out_dir.glob("*.json")
+                   if p.name == "manifest.json" or re.fullmatch(rf"{re.escape(prefix)}_\d+\.json", p.name))
+    if stale:
+        raise UserError(f"--out-dir {str(out_dir)!r}: already holds {stale[0]}"
+                        f"{f' and {len(stale) - 1} more' if len(stale) > 1 else ''}; "
+                        "split into an empty folder (stale shards would mix with the new ones)")
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".split-", dir=out_dir))
+    try:
+        manifest = _split_into(path, stage, per_shard, start, end, tag, prefix, progress_every, chunk)
+        for s in manifest["shards"]:
+            os.replace(stage / s["file"], out_dir / s["file"])
+        atomic_write_json(out_dir / "manifest.json", manifest)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)  # it was made here and holds nothing else
+        raise
+    shutil.rmtree(stage, ignore_errors=True)
+    return manifest
+
+
+def _split_into(path: str | Path, out_dir: Path, per_shard: int, start: int, end: int | None, tag: bool,
+                prefix: str, progress_every: int, chunk: int) -> dict[str, Any]:
     shards: list[dict[str, Any]] = []
     batch: list[Any] = []
     kept: list[int] = []  # positions of the elements in ``batch``
@@ -150,11 +192,8 @@ def split(path: str | Path, out_dir: str | Path, per_shard: int, start: int = 0,
     if not shards:
         raise UserError(f"{path}: no element with an index in [{start}, {end}) "
                         f"({n_read} read)")
-    manifest = {"source": str(path), "items_per_shard": per_shard, "start": start, "end": end,
-                "tagged_source_index": tag, "items_written": sum(s["items"] for s in shards),
-                "shards": shards}
-    atomic_write_json(out_dir / "manifest.json", manifest)
-    return manifest
+    return {"source": str(path), "items_per_shard": per_shard, "start": start, "end": end,
+            "tagged_source_index": tag, "items_written": sum(s["items"] for s in shards), "shards": shards}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

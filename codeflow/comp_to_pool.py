@@ -50,8 +50,10 @@ from typing import Any
 
 from codeflow.comp_dataset import comp_problem_id
 from codeflow.dataset import read_json_list
-from simulator.base.errors import UserError, cli_entry
+from simulator.base.errors import ConfigError, UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
+from simulator.base.outputs import check_output_path
+from simulator.base.validation import check_int_field, json_type
 from simulator.pools.graph import CycleError, children_of, node_depths
 from simulator.pools.pool import write_pool
 from simulator.pools.stats import template_from_columns
@@ -181,6 +183,24 @@ def node_statistics(sub: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
     return tpl, rows, status
 
 
+def _check_judged_fields(sub: dict[str, Any], where: str) -> None:
+    """The judged fields of a subproblem have the published types (else one line, before any work)."""
+    for key in ("rollout_records", "rollout_candidates"):
+        v = sub.get(key)
+        if v is not None and not isinstance(v, list):
+            raise UserError(f"{where}: {key!r} must be a list, got {json_type(v)}")
+        if isinstance(v, list) and not all(isinstance(x, dict) for x in v):
+            bad = next(x for x in v if not isinstance(x, dict))
+            raise UserError(f"{where}: every entry of {key!r} must be an object, got {json_type(bad)}")
+    hr = sub.get("harness_result")
+    if hr is not None:
+        if not isinstance(hr, list):
+            raise UserError(f"{where}: 'harness_result' must be a list of 0/1 verdicts, got {json_type(hr)} {hr!r}")
+        bad = [v for v in hr if isinstance(v, bool) or v not in (0, 1)]
+        if bad:
+            raise UserError(f"{where}: every 'harness_result' verdict must be 0 or 1, got {bad[0]!r}")
+
+
 def problem_to_dag(raw: Any, pos: int, source: str, model: str | None = None) -> dict[str, Any]:
     """The pool line of one judged problem (``pos``: its position in the harness file)."""
     if not isinstance(raw, dict):
@@ -196,6 +216,9 @@ def problem_to_dag(raw: Any, pos: int, source: str, model: str | None = None) ->
     for k, s in enumerate(subs):
         if not isinstance(s, dict) or not isinstance(s.get("name"), str):
             raise UserError(f"{where}: subproblem #{k} has no 'name'")
+        if not s["name"].strip():
+            raise UserError(f"{where}: subproblem #{k} has an empty 'name'")
+        _check_judged_fields(s, f"{where}, subproblem {s['name']!r}")
         if s["name"] in index:
             raise UserError(f"{where}: subproblem {s['name']!r} appears twice")
         index[s["name"]] = k
@@ -239,6 +262,12 @@ def problem_to_dag(raw: Any, pos: int, source: str, model: str | None = None) ->
         nodes.append(node)
     src_index = raw.get("_source_index")
     turns, depth = raw.get("overall-turns"), raw.get("overall-depth")
+    try:
+        for key, value in (("overall-turns", turns), ("_source_index", src_index)):
+            if value is not None:
+                check_int_field(value, key, lo=0)
+    except ConfigError as exc:
+        raise UserError(f"{where}: {exc}") from None
     dag: dict[str, Any] = {
         "dag_kind": "codeflow_comp", "source": source, "problem_id": pid,
         "codeflow_source_index": src_index if isinstance(src_index, int) else pos,
@@ -257,6 +286,8 @@ def convert(inputs: list[str | Path], out: str | Path, model: str | None = None,
     """Convert harness files (concatenated, in order) into one pool; returns a summary."""
     out = Path(out)
     index_out = Path(index_out) if index_out else out.parent / "selected_dag_indices.json"
+    check_output_path(out, inputs=inputs, flag="--out")  # before any work: an output never replaces an input
+    check_output_path(index_out, inputs=(*inputs, out), flag="--index-out")
     dags: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for path in inputs:

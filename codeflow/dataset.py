@@ -232,12 +232,17 @@ def _problem_from_json(raw: object, path: str, pos: int) -> Problem:
     )
 
 
+def _refuse_constant(name: str):
+    """``NaN``, ``Infinity``: Python's json reads them, JSON has no such values (and they would be copied on)."""
+    raise json.JSONDecodeError(f"bare {name} is not JSON (write null or a number)", name, 0)
+
+
 def read_json_list(path: str | Path, what: str = "dataset file") -> list:
     """The top-level JSON list of ``path``; one-line errors for a missing, unreadable,
     invalid or non-list file (shared by the Repo and Comp loaders and the Comp tools)."""
     path = Path(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
     except FileNotFoundError:
         raise UserError(f"{path}: {what} not found") from None
     except IsADirectoryError:

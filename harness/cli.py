@@ -100,6 +100,7 @@ def _prepare_or_load(args, v):
     if getattr(args, "no_prepare", False):
         rd = run_dir_from_env(settings=v)
         rd.require_prepared()
+        rd.check_pool_unchanged()
         return rd
     return prepare(force=getattr(args, "force", False))
 
@@ -139,6 +140,7 @@ def act_shard(args, v) -> int:
     if args.n is None:
         raise ConfigError("usage: run_experiment.sh shard N  (N = 0-based line of jobs_list.txt)")
     rd.shard(args.n)
+    rd.check_pool_unchanged()
     runner = ShardRunner(rd, worker_options(v))
     outcome = runner.run(args.n, foreground=True)
     msg = {
@@ -169,6 +171,7 @@ def act_auto(args, v) -> int:
 
     rd = run_dir_from_env(settings=v)
     runner = ShardRunner(rd, worker_options(v))
+    rd.check_pool_unchanged()
     release_dead_claims(rd)
 
     def on_term(signum, frame):  # pragma: no cover - signal path
@@ -304,8 +307,8 @@ def act_surface(args, v) -> int:
 
         print(unfinished_message(job, v["STALE_SECONDS"]), file=sys.stderr)
         return 1
-    merge_surface(rd.path)
-    return 0
+    manifest = merge_surface(rd.path)
+    return 1 if manifest["missing_cells"] else 0
 
 
 def act_surface_serve(args, v) -> int:

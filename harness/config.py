@@ -23,7 +23,7 @@ from simulator.base.errors import ConfigError
 from simulator.base.settings import check_mcpp_model_names
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.charges import load_price_table
-from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.costs.nominal import nominal_budget, nominal_deadline, scale_by_ratio
 from simulator.methods import method_spec, uses_planning, uses_settings
 from simulator.pools.pool import Pool, load_index_file, load_pool
 
@@ -256,6 +256,15 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     return cfg
 
 
+def ratio_values(grid, what: str) -> list[float]:
+    """The ratio values of the grid's budget (or deadline) axis: the smallest and the largest suffice."""
+    from .grid import RATIO
+
+    vals = [g.budget.value for g in grid.groups if g.budget.kind == RATIO] if what == "budget" else [
+        d.value for g in grid.groups for d in g.deadlines if d.kind == RATIO]
+    return sorted({min(vals), max(vals)}) if vals else []
+
+
 def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
     """Per-DAG checks that need the statistics; returns a summary of the nominal scales.
 
@@ -295,8 +304,12 @@ def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
             dag_arrays(pool, i, cfg.cost_setting(model))
         if cfg.grid.uses_budget_ratio:
             budgets.append(nominal_budget(arr, where))
+            for r in ratio_values(cfg.grid, "budget"):
+                scale_by_ratio(r, budgets[-1], "budget", "BUDGET_RATIOS (environment)", where)
         if cfg.grid.uses_deadline_ratio:
             deadlines.append(nominal_deadline(arr, where))
+            for r in ratio_values(cfg.grid, "deadline"):
+                scale_by_ratio(r, deadlines[-1], "deadline", "DEADLINE_RATIOS (environment)", where)
         if planning_pool is not None:
             ps = planning_pool[st.index]
             if list(ps.node_ids) != list(st.node_ids) or ps.model_ids != st.model_ids:

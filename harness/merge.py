@@ -26,7 +26,7 @@ from simulator.base.errors import UserError
 from simulator.base.io_utils import atomic_write_json
 
 from .rundir import RunDir
-from .shards import compress_ints, dag_output_path, read_records
+from .shards import compress_ints, dag_output_path, is_part_header, read_records
 
 REPORT_LIMIT = 25
 
@@ -35,14 +35,25 @@ class IncompleteRun(UserError):
     """Raised (exit non-zero) when the merge finds gaps."""
 
 
-def _check_file(path: str, dag: int, expected: set, cells: set) -> tuple[str, set, dict[str, list[str]]]:
-    """(problem or '', present keys, raw lines per cell) of one per-DAG file."""
+def _check_file(path: str, dag: int, expected: set, cells: set, check=None) -> tuple[str, set, dict[str, list[str]]]:
+    """(problem or '', present keys, raw lines per cell) of one per-DAG file.
+
+    ``check`` (a shard's :meth:`~harness.shards.ShardSpec.part_checker`) checks
+    the part's header first: a part of another run (fingerprint), or whose
+    size or counts disagree with its header, contributes no record.
+    """
     if not os.path.exists(path):
         return "file missing", set(), {c: [] for c in cells}
     present: set = set()
     lines: dict[str, list[str]] = {c: [] for c in cells}
+    if check is not None:
+        head = check(path, dag, quick=True)
+        if not head.ok:
+            return head.problem, set(), lines
     problem = ""
-    for _, raw, rec in read_records(path):
+    for no, raw, rec in read_records(path):
+        if no == 1 and is_part_header(rec):
+            continue
         if rec is None or not isinstance(rec, dict):
             problem = "truncated"
             continue
@@ -63,6 +74,13 @@ def _check_file(path: str, dag: int, expected: set, cells: set) -> tuple[str, se
 def merge(rd: RunDir, out=print) -> dict:
     """Merge a run; returns the report (raises :class:`IncompleteRun` on gaps)."""
     run = rd.run
+    if run.get("kind") == "surface":
+        raise UserError(f"{rd.path} is a prediction-surface job, not a grid run: merge it with "
+                        f"`RUN_DIR={os.path.dirname(rd.path)} bash run_experiment.sh surface --merge`")  # fmt: skip
+    missing_keys = [k for k in ("method_labels", "settings", "cells", "shards") if k not in run]
+    if missing_keys:
+        raise UserError(f"{rd.run_json}: not the run.json of a prepared grid run (no {', '.join(missing_keys)}); "
+                        "prepare the run again (`prepare --force` archives the old one)")  # fmt: skip
     t0 = time.time()
     labels = [m["label"] for m in run["method_labels"]]
     n_trials = int(run["settings"]["n_exec_trials"])
@@ -76,11 +94,14 @@ def merge(rd: RunDir, out=print) -> dict:
         writers = {c["cell"]: open(os.path.join(tmp_root, c["cell"] + ".jsonl"), "w", encoding="utf-8") for c in cells}
         counts = {c["cell"]: 0 for c in cells}
         gaps: list[dict] = []
+        checker_of = {}
+        for spec in rd.shards:
+            checker_of.setdefault(spec.group, spec.part_checker())
         for group, group_cells in cells_by_group.items():
             expected = {(c, lab, t) for c in group_cells for lab in labels for t in range(n_trials)}
             for dag in dags:
                 path = dag_output_path(rd.outputs, group, dag)
-                problem, present, lines = _check_file(path, dag, expected, set(group_cells))
+                problem, present, lines = _check_file(path, dag, expected, set(group_cells), checker_of.get(group))
                 for c in group_cells:  # present records count even in a bad file: present + missing = expected
                     counts[c] += len(lines[c])
                 if problem:

@@ -123,7 +123,12 @@ def prepare(
     record = run_record(cfg, shards, rd)
     state = ShardState(rd.state) if os.path.exists(rd.state) else None
     if os.path.exists(rd.run_json):
-        old = rd.run
+        try:
+            old = rd.run
+        except ConfigError:  # a damaged run.json: only --force may replace it (archived, not deleted)
+            if not force:
+                raise
+            old = {}
         if old.get("fingerprint") != record["fingerprint"]:
             if not force:
                 diff = settings_diff(old.get("settings", {}), record["settings"])

@@ -20,12 +20,12 @@ resumed, repaired, merged and analysed without touching the original.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cached_property
 
 from simulator.base.errors import ConfigError
 
+from .runjson import read_run_json
 from .shards import ShardSpec
 
 #: Run-internal directories, as written (relative) into job lines and run.json.
@@ -85,8 +85,7 @@ class RunDir:
                 f"{self.path} is not a prepared run (no run.json); run `bash run_experiment.sh prepare` first "
                 "(with the same RUN_NAME / RESULTS_ROOT)"
             )
-        with open(self.run_json, encoding="utf-8") as fh:
-            return json.load(fh)
+        return read_run_json(self.run_json)
 
     @cached_property
     def shards(self) -> list[ShardSpec]:
@@ -96,6 +95,22 @@ class RunDir:
 
             return [SurfaceShard.from_json(s).relative_to(self.path) for s in self.run["shards"]]
         return [ShardSpec.from_json(s).relative_to(self.path) for s in self.run["shards"]]
+
+    def check_pool_unchanged(self) -> None:
+        """Refuse (one line, before any shard runs) when a pool file changed since the run was prepared.
+
+        Without it every shard would start, refuse the pool, and be retried
+        until marked failed, ending in a bare "FAILED shards".
+        """
+        from .shard_runner import check_pool_sha256
+
+        if self.run.get("kind") == "surface":
+            cfg = self.run.get("config", {})
+            pools = {(cfg.get("pool_path"), cfg.get("pool_sha256"))}
+        else:
+            pools = {(s.pool, s.pool_sha256) for s in self.shards}
+        for path, sha in sorted(p for p in pools if p[0]):
+            check_pool_sha256(path, sha or "")
 
     def job_lines(self) -> list[str]:
         try:

@@ -25,7 +25,7 @@ from simulator.simulate import RunSettings, simulate_dag_budget
 
 from .grid import RATIO
 from .methods import SUITE_SEP
-from .shards import ShardSpec, check_dag_output
+from .shards import ShardSpec, part_header
 
 ENV_PREFIXES = ("MC_PORTFOLIO_", "PLANNING_")
 
@@ -128,21 +128,26 @@ def simulate_dag(pool, pos: int, spec: ShardSpec, settings: RunSettings, plannin
 
 
 def check_pool_checksum(spec: ShardSpec) -> None:
-    if not spec.pool_sha256:
+    check_pool_sha256(spec.pool, spec.pool_sha256)
+
+
+def check_pool_sha256(pool: str, expected: str, what: str = "the run was prepared") -> None:
+    """Refuse a pool file that changed since ``what`` (its sha256 is not ``expected``; '' checks nothing)."""
+    if not expected:
         return
     import hashlib
 
     h = hashlib.sha256()
     try:
-        with open(spec.pool, "rb") as fh:
+        with open(pool, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     except FileNotFoundError:
-        raise PoolError("pool file not found", path=spec.pool) from None
-    if h.hexdigest() != spec.pool_sha256:
+        raise PoolError("pool file not found", path=pool) from None
+    if h.hexdigest() != expected:
         raise ConfigError(
-            f"{spec.pool}: the pool changed since the run was prepared (sha256 {h.hexdigest()[:12]}..., "
-            f"expected {spec.pool_sha256[:12]}...); prepare a new run (or --force) instead of mixing pools"
+            f"{pool}: the pool changed since {what} (sha256 {h.hexdigest()[:12]}..., "
+            f"expected {expected[:12]}...); prepare a new run (or --force) instead of mixing pools"
         )
 
 
@@ -177,15 +182,19 @@ def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
     scrub_environment()
     t0 = time.time()
     check_pool_checksum(spec)
-    expected = spec.expected_keys()
+    check = spec.part_checker()
+    fingerprint = spec.part_fingerprint()
     units = spec.units_per_dag()
     progress = ProgressFile(spec.progress_file, spec.shard_id, units * len(spec.dags))
     todo = []
     for d in spec.dags:
-        if check_dag_output(spec.dag_output(d), d, expected).ok:
+        found = check(spec.dag_output(d), d)
+        if found.ok:
             progress.done += units
             progress.dags_done += 1
         else:
+            if found.problem != "missing":
+                log(f"shard {spec.shard_id}: {spec.dag_output(d)}: {found.problem}; recomputing it")
             todo.append(d)
     progress.write(force=True)
     reused = len(spec.dags) - len(todo)
@@ -196,11 +205,12 @@ def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:
             start = progress.done
             records = simulate_dag(pool, pos, spec, settings, planning_pool, progress.add)
             path = spec.dag_output(d)
-            atomic_write_text(path, "".join(dumps_compact(r) + "\n" for r in records))
-            check = check_dag_output(path, d, expected)
-            if not check.ok:  # a bug, not bad luck: never leave a wrong file behind
+            text = "".join(dumps_compact(r) + "\n" for r in records)
+            atomic_write_text(path, part_header(d, spec.group, fingerprint, text) + text)
+            written = check(path, d)
+            if not written.ok:  # a bug, not bad luck: never leave a wrong file behind
                 os.unlink(path)
-                raise RuntimeError(f"{path}: output failed verification ({check.problem})")
+                raise RuntimeError(f"{path}: output failed verification ({written.problem})")
             progress.done = start + units
             progress.dags_done += 1
             progress.write(force=True)

@@ -10,10 +10,18 @@ runs per cell. Outputs are one file per (budget group, DAG)::
 so the shard layout (``DAGS_PER_SHARD``) never changes what is on disk, and a
 restarted or re-laid-out run reuses every verified file.
 
-A per-DAG file is **verified** when it parses completely and holds exactly
-the expected records: one per (cell of the group, method label, trial), each
-naming the right DAG. A truncated or partial file fails verification and is
-redone.
+A per-DAG file (a *part*) starts with one header line,
+``{"mcpp_part": 1, "fingerprint": ..., "dag_idx": ..., "group": ...,
+"n_records": ..., "records_bytes": ...}``: the fingerprint of the settings that
+make the part (:meth:`ShardSpec.part_fingerprint`) and its own counts. A part
+is **verified** when the header names this DAG, group and fingerprint, the
+file has exactly the announced size, and every record parses and is one of
+the expected ones: one per (cell of the group, method label, trial), each
+naming the right DAG. A truncated, partial, foreign or swapped file fails
+verification and is redone. The quick check (:func:`quick_check_part`, used
+by ``status`` and before a ``done`` shard is trusted) reads only the header
+and the file's size. A part written before parts had a header is verified by
+its records alone.
 """
 
 from __future__ import annotations
@@ -65,6 +73,45 @@ def expand_ints(text: str) -> list[int]:
         except ValueError:
             raise ConfigError(f"bad DAG list {text!r}: use '0-9,12'") from None
     return out
+
+
+def parse_dag_list(text: str, name: str = "--dags") -> list[int]:
+    """A job line's DAG list (``0-9,12``): non-empty, ascending ranges, each DAG once, every row >= 0.
+
+    Stricter than :func:`expand_ints`: ``5-2`` (a descending range), ``""``
+    (no DAG) and ``0,0`` (a DAG twice, computed and counted twice) are
+    refused in one line naming ``name``, before any work.
+    """
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        a, sep, b = part.partition("-")
+        try:
+            lo = int(a)
+            hi = int(b) if sep else lo
+        except ValueError:
+            raise ConfigError(f"{name} {text!r}: {part!r} is not a row or a range of rows (write e.g. '0-9,12')") from None
+        if lo < 0:
+            raise ConfigError(f"{name} {text!r}: rows are integers >= 0, got {lo}")
+        if hi < lo:
+            raise ConfigError(f"{name} {text!r}: the range {part!r} is descending (write {hi}-{lo})")
+        out.extend(range(lo, hi + 1))
+    if not out:
+        raise ConfigError(f"{name} {text!r}: no DAG given (write e.g. '0-9,12')")
+    if len(set(out)) != len(out):
+        seen: set[int] = set()
+        twice = next(d for d in out if d in seen or seen.add(d))
+        raise ConfigError(f"{name} {text!r}: DAG {twice} is listed twice")
+    return out
+
+
+def _axis_arg(text: str, name: str) -> AxisValue:
+    try:
+        return AxisValue.parse_token(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{name} {text!r}: {exc}") from None
 
 
 @dataclass
@@ -128,6 +175,30 @@ class ShardSpec:
 
     def units_per_dag(self) -> int:
         return len(self.deadlines) * len(self.labels()) * self.n_trials
+
+    def part_fingerprint(self) -> str:
+        """Hash of every setting that makes this shard's parts (not the DAG slice, paths or shard number).
+
+        Every shard of one budget group of a run has the same one; a part of
+        another run, group, seed, pool, trial count or method list has another.
+        """
+        from .config import settings_fingerprint
+
+        d = self.to_json()
+        for k in ("shard", "dags", "pool", "out_dir", "progress_file"):
+            d.pop(k, None)
+        return settings_fingerprint(d)
+
+    def part_checker(self):
+        """``check(path, dag, quick=False) -> FileCheck`` for this shard's parts."""
+        expected = self.expected_keys()
+        fp = self.part_fingerprint()
+        group = self.group
+
+        def check(path: str, dag: int, quick: bool = False) -> FileCheck:
+            return check_dag_output(path, dag, expected, fingerprint=fp, group=group, quick=quick)
+
+        return check
 
     def to_argv(self) -> list[str]:
         argv = [
@@ -216,20 +287,47 @@ def _json_arg(text: str | None, what: str):
 
 
 def spec_from_args(a: argparse.Namespace) -> ShardSpec:
+    """The shard of a job line; every flag checked here, before any work (one line naming the flag)."""
+    from simulator.base.outputs import check_output_name, check_output_path
+    from simulator.base.validation import check_choice, check_int
+    from simulator.costs.arrays import LATENCY_DISTS
+    from simulator.costs.charges import normalize_cost_mode
+    from simulator.methods import method_spec
+
+    check_int(a.shard, "--shard", "flag", lo=0)
+    check_int(a.trials, "--trials", "flag", lo=1)
+    check_int(a.seed, "--seed", "flag", lo=0)
+    check_output_name(a.budget_group, flag="--budget-group")
+    out_dir = os.path.abspath(a.out_dir)
+    check_output_path(dag_output_path(out_dir, a.budget_group, 0), inputs=(a.pool,), inside=out_dir,
+                      flag="--budget-group")  # fmt: skip
+    deadlines = [_axis_arg(x, "--deadlines") for x in a.deadlines.split(",") if x.strip()]
+    if not deadlines:
+        raise ConfigError(f"--deadlines {a.deadlines!r}: no deadline given (write e.g. 'ratio:1,absolute:inf')")
+    methods = split_method_list(a.methods)  # a variant NAME[a=1,b=2] holds commas
+    if not methods:
+        raise ConfigError(f"--methods {a.methods!r}: no method given")
+    for m in methods:
+        method_spec(m, "--methods (flag)")
+    try:
+        normalize_cost_mode(a.cost_mode)
+    except ConfigError as exc:
+        raise ConfigError(f"--cost-mode (flag): {exc}") from None
+    check_choice(a.latency_dist, "--latency-dist", LATENCY_DISTS, "flag")
     return ShardSpec(
         shard=a.shard,
         group=a.budget_group,
-        budget=AxisValue.parse_token(a.budget),
-        deadlines=[AxisValue.parse_token(x) for x in a.deadlines.split(",") if x],
-        dags=expand_ints(a.dags),
+        budget=_axis_arg(a.budget, "--budget"),
+        deadlines=deadlines,
+        dags=parse_dag_list(a.dags, "--dags"),
         pool=os.path.abspath(a.pool),
         pool_sha256=a.pool_sha256,
-        out_dir=os.path.abspath(a.out_dir),
+        out_dir=out_dir,
         n_trials=a.trials,
         seed=a.seed,
         cost_mode=a.cost_mode,
         latency_dist=a.latency_dist,
-        methods=split_method_list(a.methods),  # a variant NAME[a=1,b=2] holds commas
+        methods=methods,
         baseline_suite=[m for m in a.baseline_suite.split(",") if m],
         prices=_json_arg(a.prices, "--prices"),
         default_price_model=a.default_price_model,
@@ -274,15 +372,82 @@ def read_records(path: str) -> Iterable[tuple[int, str, dict | None]]:
                 yield no, text, None
 
 
-def check_dag_output(path: str, dag: int, expected: set[tuple[str, str, int]]) -> FileCheck:
-    """Verify one per-DAG file against the expected (cell, method, trial) keys."""
+PART_KEY = "mcpp_part"
+PART_FORMAT = 1
+
+
+def part_header(dag: int, group: str, fingerprint: str, records_text: str) -> str:
+    """The header line of a part holding ``records_text`` (its records, one JSON line each)."""
+    head = {PART_KEY: PART_FORMAT, "fingerprint": fingerprint, "dag_idx": dag, "group": group,
+            "n_records": records_text.count("\n"), "records_bytes": len(records_text.encode("utf-8"))}  # fmt: skip
+    return json.dumps(head, separators=(",", ":")) + "\n"
+
+
+def is_part_header(rec: object) -> bool:
+    return isinstance(rec, dict) and PART_KEY in rec
+
+
+def _read_header(path: str) -> tuple[dict | None, int, int]:
+    """(header or None, its length in bytes, file size); raises OSError."""
+    with open(path, "rb") as fh:
+        first = fh.readline(1 << 16)
+        size = os.fstat(fh.fileno()).st_size
+    try:
+        rec = json.loads(first) if first.endswith(b"\n") else None
+    except ValueError:
+        rec = None
+    return (rec if is_part_header(rec) else None), len(first), size
+
+
+def _header_problem(head: dict, head_len: int, size: int, dag: int, expected: set, fingerprint: str | None,
+                    group: str | None) -> str:  # fmt: skip
+    if head.get(PART_KEY) != PART_FORMAT:
+        return "unexpected records"
+    if head.get("dag_idx") != dag or (group is not None and head.get("group") != group):
+        return "unexpected records"
+    if fingerprint is not None and head.get("fingerprint") != fingerprint:
+        return "another run's part (fingerprint differs)"
+    if head.get("n_records") != len(expected):
+        return "unexpected records"
+    nbytes = head.get("records_bytes")
+    if not isinstance(nbytes, int) or head_len + nbytes != size:
+        return "truncated" if isinstance(nbytes, int) and head_len + nbytes > size else "unexpected records"
+    return ""
+
+
+def part_records(path: str) -> list[dict]:
+    """The records of a per-DAG part (its header line left out)."""
+    with open(path, encoding="utf-8") as fh:
+        recs = [json.loads(line) for line in fh if line.strip()]
+    return recs[1:] if recs and is_part_header(recs[0]) else recs
+
+
+def check_dag_output(path: str, dag: int, expected: set[tuple[str, str, int]], fingerprint: str | None = None,
+                     group: str | None = None, quick: bool = False) -> FileCheck:  # fmt: skip
+    """Verify one per-DAG file against the expected (cell, method, trial) keys (and its header, if any).
+
+    ``quick``: trust a part whose header and size agree (no record is read);
+    a part without a header is always read in full.
+    """
     if not os.path.exists(path):
         return FileCheck(False, "missing")
+    try:
+        head, head_len, size = _read_header(path)
+    except OSError as exc:
+        return FileCheck(False, f"unreadable ({exc.strerror or exc})")
+    if head is not None:
+        problem = _header_problem(head, head_len, size, dag, expected, fingerprint, group)
+        if problem:
+            return FileCheck(False, problem)
+        if quick:
+            return FileCheck(True, "", n_lines=len(expected))
     present: set = set()
     bad = False
     n = 0
     try:
-        for _, _, rec in read_records(path):
+        for no, _, rec in read_records(path):
+            if no == 1 and head is not None:
+                continue
             n += 1
             if rec is None or not isinstance(rec, dict):
                 bad = True
@@ -304,8 +469,16 @@ def verify_shard(spec: ShardSpec, out_dir: str | None = None) -> dict[int, FileC
     """Check every DAG file of a shard (``out_dir`` overrides the recorded one)."""
     if hasattr(spec, "verify"):  # a surface shard checks its own parts (harness/surface/job.py)
         return spec.verify(out_dir)
-    expected = spec.expected_keys()
-    return {d: check_dag_output(spec.dag_output(d, out_dir), d, expected) for d in spec.dags}
+    check = spec.part_checker()
+    return {d: check(spec.dag_output(d, out_dir), d) for d in spec.dags}
+
+
+def quick_verify_shard(spec) -> dict[int, FileCheck]:
+    """Each part of a shard by its header and size only (``status``; a ``done`` shard before it is trusted)."""
+    if hasattr(spec, "verify"):
+        return spec.verify(None, quick=True)
+    check = spec.part_checker()
+    return {d: check(spec.dag_output(d), d, quick=True) for d in spec.dags}
 
 
 def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
@@ -347,4 +520,4 @@ def layout_shards(cfg, out_dir: str, state_dir: str) -> list[ShardSpec]:
     return shards
 
 
-__all__ = ["ShardSpec", "cell_id", "layout_shards", "verify_shard", "check_dag_output"]
+__all__ = ["ShardSpec", "cell_id", "layout_shards", "verify_shard", "quick_verify_shard", "check_dag_output"]

@@ -244,6 +244,14 @@ class ShardState:
     def mark_done(self, sid: str, info: dict) -> None:
         atomic_write_json(self.f(sid, "done"), {"time": time.time(), **info}, indent=None)
 
+    def unmark_done(self, sid: str) -> bool:
+        """Make a done shard pending again (its parts turned out bad); False if it was not done."""
+        try:
+            os.unlink(self.f(sid, "done"))
+            return True
+        except FileNotFoundError:
+            return False
+
     def add_failure(self, sid: str, info: dict, max_failures: int) -> bool:
         """Record a failed attempt; returns True when the shard is now marked failed."""
         line = json.dumps({"time": time.time(), **info}) + "\n"

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from .rundir import RunDir
+from .shards import quick_verify_shard
 from .state import ShardState, claim_gone
 
 
@@ -51,9 +52,17 @@ def collect(rd: RunDir, stale_seconds: float) -> list[ShardStatus]:
         units = spec.units_per_dag() * len(spec.dags)
         fails = st.failures(sid)
         if st.is_done(sid):
-            info = st.read(sid, "done") or {}
-            out.append(ShardStatus(spec.shard, sid, "done", units, units, failures=len(fails),
-                                   wall_s=info.get("wall_s")))  # fmt: skip
+            checks = quick_verify_shard(spec)  # only verified parts count (header, size, fingerprint, counts)
+            bad = {d: c.problem for d, c in checks.items() if not c.ok}
+            if not bad:
+                info = st.read(sid, "done") or {}
+                out.append(ShardStatus(spec.shard, sid, "done", units, units, failures=len(fails),
+                                       wall_s=info.get("wall_s")))  # fmt: skip
+                continue
+            good = units * (len(checks) - len(bad)) // max(1, len(checks))
+            note = ", ".join(f"DAG {d}: {p}" for d, p in list(bad.items())[:3]) + (" ..." if len(bad) > 3 else "")
+            out.append(ShardStatus(spec.shard, sid, "pending", units, good, failures=len(fails),
+                                   note=f"marked done but part(s) bad ({note}): the next run recomputes them"))
             continue
         if st.is_failed(sid):
             last = fails[-1] if fails else {}
@@ -141,6 +150,8 @@ def render_status(rd: RunDir, stale_seconds: float, verbose: bool = False, slurm
             extra = f" after {s.failures} tries: {s.note}  (log: {s.worker})"
         elif s.state == "done" and s.wall_s:
             extra = f" in {_fmt_s(s.wall_s)}"
+        elif s.note:
+            extra = f" {pct:5.1f}% ({s.done_units}/{s.units}): {s.note}"
         elif s.failures:
             extra = f" ({s.failures} failed attempt(s))"
         lines.append(f"  {s.sid} {s.state.upper():8s}{extra}")

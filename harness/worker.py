@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .rundir import RunDir
-from .shards import verify_shard
+from .shards import quick_verify_shard, verify_shard
 from .state import ShardState, new_worker_id
 
 
@@ -207,6 +207,27 @@ class ShardRunner:
         self.reuse_process = False
         self._host: ShardHost | None = None
         self._host_broken = False
+        self._trusted: set[str] = set()  # done shards whose parts this runner checked
+
+    def done_and_verified(self, sid: str, spec) -> bool:
+        """Whether shard ``sid`` is done and its parts still check (header, size, fingerprint, counts).
+
+        A done shard with a missing, truncated, foreign or swapped part is
+        made pending again, with a warning naming the parts, so it is
+        recomputed (only its bad parts: the good ones verify and are kept).
+        Checked once per runner (a few bytes per part).
+        """
+        if not self.state.is_done(sid):
+            return False
+        if sid in self._trusted:
+            return True
+        bad = bad_parts(spec)
+        if bad:
+            self.log(f"{sid}: marked done but {describe_bad_parts(bad)}; recomputing")
+            self.state.unmark_done(sid)
+            return False
+        self._trusted.add(sid)
+        return True
 
     def close(self) -> None:
         """End the shard host, if one was started."""
@@ -219,13 +240,13 @@ class ShardRunner:
         spec = self.rd.shard(n)
         sid = spec.shard_id
         st = self.state
-        if st.is_done(sid) or (st.is_failed(sid) and not foreground):
+        if self.done_and_verified(sid, spec) or (st.is_failed(sid) and not foreground):
             return "skip"
         attempt = len(st.failures(sid)) + 1
         if not st.claim(sid, self.worker, {"attempt": attempt}):
             return "busy"
         try:
-            if st.is_done(sid):
+            if self.done_and_verified(sid, spec):
                 return "skip"
             return self._run_claimed(n, sid, spec, attempt, foreground)
         finally:
@@ -264,6 +285,7 @@ class ShardRunner:
         checks = verify_shard(spec, self.rd.outputs)
         bad = {d: c.problem for d, c in checks.items() if not c.ok}
         if rc == 0 and not bad:
+            self._trusted.add(sid)
             st.mark_done(sid, {"worker": self.worker, "attempt": attempt, "units": total, "wall_s": time.time() - t0,
                                "numba_threads": threads})  # fmt: skip
             if foreground:
@@ -346,6 +368,23 @@ class ShardRunner:
                     proc.wait()
                 return True
             last = self._heartbeat_if_due(sid, total, attempt, last, prog_path)
+
+
+def bad_parts(spec) -> dict[str, str]:
+    """{part path: problem} of the parts of ``spec`` that fail the quick check."""
+    out = {}
+    for d, c in quick_verify_shard(spec).items():
+        if not c.ok:
+            path = spec.part(d) if hasattr(spec, "part") else spec.dag_output(d)
+            out[path] = c.problem
+    return out
+
+
+def describe_bad_parts(bad: dict[str, str], limit: int = 3) -> str:
+    """``part outputs/b00/dag_000001.jsonl is truncated, ...`` (the first ``limit`` of them)."""
+    items = [f"{path} ({problem})" for path, problem in list(bad.items())[:limit]]
+    more = f" and {len(bad) - limit} more" if len(bad) > limit else ""
+    return f"{'part' if len(bad) == 1 else 'parts'} {', '.join(items)}{more} bad"
 
 
 def _read_json(path: str) -> dict | None:
@@ -461,9 +500,15 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
                 with lock:
                     counts[k] = counts.get(k, 0) + v
         except Exception as exc:  # a raw thread traceback would land before the final status
-            from simulator.base.errors import describe_resource_error, is_resource_error
+            from simulator.base.errors import (
+                describe_access_error,
+                describe_resource_error,
+                is_access_error,
+                is_resource_error,
+            )
 
-            what = describe_resource_error(exc) if is_resource_error(exc) else f"{type(exc).__name__}: {exc}"
+            what = (describe_resource_error(exc) if is_resource_error(exc) else describe_access_error(exc)
+                    if is_access_error(exc) else f"{type(exc).__name__}: {exc}")  # fmt: skip
             log(f"a worker stopped: {what} (the status below shows what is left)")
             with lock:
                 counts["worker_error"] = counts.get("worker_error", 0) + 1

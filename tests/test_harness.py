@@ -13,7 +13,7 @@ from harness.config import resolve_config
 from harness.grid import ABSOLUTE, RATIO, AxisValue, parse_map, resolve_grid
 from harness.methods import method_labels
 from harness.prepare import prepare
-from harness.shards import ShardSpec, check_dag_output, compress_ints, expand_ints
+from harness.shards import ShardSpec, check_dag_output, compress_ints, expand_ints, part_records
 from simulator.base.errors import ConfigError, PoolError, UserError
 
 # ----------------------------------------------------------------------------- grid
@@ -274,7 +274,7 @@ def test_planning_pool_checked_recorded_and_used(tmp_path):
     spec = rd.shards[0]
     run_shard(spec, log=lambda s: None)
     assert all(c.ok for c in verify_shard(spec).values())
-    rec = json.loads(open(spec.dag_output(0)).readline())
+    rec = part_records(spec.dag_output(0))[0]
     assert rec["method"] == "mc_portfolio_rollout" and rec["deadline_enforced"]
 
 
@@ -293,7 +293,7 @@ def test_planning_noise_recorded_and_run(tmp_path):
     spec = rd.shards[0]
     run_shard(spec, log=lambda s: None)
     assert all(c.ok for c in verify_shard(spec).values())
-    recs = [json.loads(line) for line in open(spec.dag_output(0))]
+    recs = part_records(spec.dag_output(0))
     assert len(recs) == 2 and all(r["method"] == "mc_portfolio_rollout" for r in recs)
 
 

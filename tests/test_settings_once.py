@@ -17,6 +17,7 @@ import pytest
 from harness_util import config_env, diamond, write_pool
 
 import simulator.costs.charges as costs
+from harness.shards import part_records
 from simulator.base.errors import ConfigError
 from simulator.costs.arrays import CostSetting, build_arrays
 from simulator.pools.pool import load_pool
@@ -118,10 +119,10 @@ def test_harness_parses_the_mode_at_prepare_and_not_in_the_shard(tmp_path, count
     run_shard(spec, log=lambda s: None)
     assert count_parses == []  # every DAG, method, deadline and suite model of the shard: no parse
     def records(sp):
-        return [_stable([json.loads(line) for line in open(sp.dag_output(d))]) for d in sp.dags]
+        return [_stable(part_records(sp.dag_output(d))) for d in sp.dags]
 
     first = records(spec)
-    methods = {json.loads(line)["method"] for line in open(spec.dag_output(spec.dags[0]))}
+    methods = {r["method"] for r in part_records(spec.dag_output(spec.dags[0]))}
     assert {"mc_portfolio_rollout", "sequential", "sequential@m2"} <= methods
     # a shard given the alias (a hand-written worker command line): parsed once for the whole shard
     raw = dataclasses.replace(spec, cost_mode="tokens", out_dir=str(tmp_path / "again"), progress_file=None)

@@ -48,21 +48,37 @@ def _sha256(path: str) -> str:
 
 def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
     """Write ``<run>/surface/`` from the parts; returns the manifest."""
+    from ..shard_runner import check_pool_sha256
+    from ..state import ShardState
+
     job = os.path.join(run_dir, JOB_DIR)
     cfg, shards = load_job(job)
+    # the parts were computed from the pool of prepare: never publish them under another pool's checksum
+    check_pool_sha256(cfg.pool_path, cfg.pool_sha256, f"the surface job {job} was prepared")
     out = os.path.join(run_dir, "surface")
     os.makedirs(os.path.join(out, "matrices"), exist_ok=True)
     nb, nd = len(cfg.budgets), len(cfg.deadlines)
     fp = shards[0].fingerprint if shards else cfg.fingerprint()
-    part_of = {d: s.part(d) for s in shards for d in s.dags}
+    shard_of = {d: s for s in shards for d in s.dags}
+    parts: dict[int, dict | None] = {}
+    state = ShardState(os.path.join(job, "state"))
+    for d in cfg.dags:
+        spec = shard_of[d]
+        check = check_part(spec.part(d), d, fp, spec.counts())
+        parts[d] = None
+        if check.ok:
+            with open(spec.part(d), encoding="utf-8") as fh:
+                parts[d] = json.load(fh)
+        elif check.problem != "missing" or state.is_done(spec.shard_id):
+            log(f"surface: {spec.part(d)}: {check.problem}; its cells are missing here "
+                f"(shard {spec.shard_id} is pending again: `surface` recomputes it)")  # fmt: skip
+            state.unmark_done(spec.shard_id)
+    missing = [d for d in cfg.dags if parts[d] is None]
+    known = _pool_titles(cfg.pool_path, missing) if missing else {}
     queries, counts = [], {"complete": 0, "missing": 0}
     for q, d in enumerate(cfg.dags):
         qid = f"query_{q:03d}"
-        path = part_of[d]
-        part = None
-        if check_part(path, d, fp).ok:
-            with open(path, encoding="utf-8") as fh:
-                part = json.load(fh)
+        part = parts[d]
         n = cfg.n_trials
         methods = {}
         for m in cfg.methods:
@@ -85,12 +101,12 @@ def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
             }
         first = methods[cfg.methods[0]]
         counts["complete" if part is not None else "missing"] += nb * nd
-        title = part["problem_id"] if part else ""
+        title = part["problem_id"] if part else known[d][0]
         doc = {"query_id": qid, "problem_id": title, "title": title, "success_pct": first["success_pct"],
                "n_trials": first["n_trials"], "methods": methods}  # fmt: skip
         atomic_write_text(os.path.join(out, "matrices", f"{qid}.json"), dumps_compact(doc) + "\n")
         queries.append({"query_id": qid, "problem_id": title, "title": title, "matrix_path": f"matrices/{qid}.json",
-                        "dag_index": d, "n_nodes": part["n_nodes"] if part else None})  # fmt: skip
+                        "dag_index": d, "n_nodes": part["n_nodes"] if part else known[d][1]})  # fmt: skip
     atomic_write_text(os.path.join(out, "queries.json"), dumps_compact(queries) + "\n")
     atomic_write_text(os.path.join(out, "axes.json"), dumps_compact({"budgets": cfg.budgets,
                                                                      "deadlines": cfg.deadlines}) + "\n")
@@ -122,6 +138,14 @@ def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
     log(f"surface: {len(cfg.dags)} DAGs x {nb} budgets x {nd} deadlines -> {out} "
         f"({counts['complete']} complete, {counts['missing']} missing cells)")  # fmt: skip
     return manifest
+
+
+def _pool_titles(pool_path: str, dags: list[int]) -> dict[int, tuple[str, int]]:
+    """{DAG: (problem id, node count)} from the pool, for the queries of missing parts."""
+    from simulator.pools.pool import load_pool
+
+    pool = load_pool(pool_path, indices=dags)
+    return {int(pool[i].index): (str(pool[i].problem_id), int(pool[i].n_nodes)) for i in range(len(pool))}
 
 
 def _display(method: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shlex
 import time
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json, atomic_write_text, dumps_compact
 
+from ..runjson import read_run_json
 from ..shards import RUN_SHARD, FileCheck, compress_ints
 
 KIND = "surface"
@@ -59,8 +61,12 @@ class SurfaceShard:
     def part(self, dag: int, out_dir: str | None = None) -> str:
         return os.path.join(out_dir or self.out_dir, f"dag_{dag:06d}.json")
 
-    def verify(self, out_dir: str | None = None) -> dict[int, FileCheck]:
-        return {d: check_part(self.part(d, out_dir), d, self.fingerprint) for d in self.dags}
+    def verify(self, out_dir: str | None = None, quick: bool = False) -> dict[int, FileCheck]:
+        """Every part checked in full (``quick`` is the same: a part is one small JSON document)."""
+        return {d: check_part(self.part(d, out_dir), d, self.fingerprint, self.counts()) for d in self.dags}
+
+    def counts(self) -> dict:
+        return {"n_cells": self.n_cells, "n_trials": self.n_trials, "n_methods": self.n_methods}
 
     def command(self, python: str) -> str:
         argv = [python, RUN_SHARD, "--surface", "--shard", str(self.shard), "--dags", compress_ints(self.dags)]
@@ -74,18 +80,73 @@ class SurfaceShard:
         return SurfaceShard(**obj)
 
 
-def check_part(path: str, dag: int, fingerprint: str) -> FileCheck:
-    """A DAG's part is done when it parses and names this DAG and this run's settings."""
+def _is_count(x: object, n: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= n
+
+
+def _is_cost(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _matrix_problem(m: object, n_cells: int, ok) -> str:
+    if not isinstance(m, list) or not m or not all(isinstance(r, list) and len(r) == len(m[0]) for r in m):
+        return "not a matrix"
+    if len(m) * len(m[0]) != n_cells:
+        return f"{len(m)}x{len(m[0])} cells, expected {n_cells}"
+    bad = [x for r in m for x in r if not ok(x)]
+    return f"value {bad[0]!r} out of range" if bad else ""
+
+
+def part_problem(doc: object, dag: int, fingerprint: str, counts: dict | None = None) -> str:
+    """Why a parsed part is not this DAG's part of this run ('' when it is)."""
+    if not isinstance(doc, dict) or doc.get("format") != PART_FORMAT:
+        return "unexpected records"
+    if doc.get("fingerprint") != fingerprint:
+        return "another run's part (fingerprint differs)"
+    if doc.get("dag_index") != dag:
+        return f"the part of DAG {doc.get('dag_index')!r}, not of DAG {dag}"
+    if not isinstance(doc.get("problem_id"), str) or not isinstance(doc.get("n_nodes"), int):
+        return "no problem_id or n_nodes"
+    if counts is None:
+        return ""
+    n = counts["n_trials"]
+    if doc.get("n_trials") != n:
+        return f"n_trials {doc.get('n_trials')!r}, expected {n}"
+    methods = doc.get("methods")
+    if not isinstance(methods, dict) or len(methods) != counts["n_methods"]:
+        return f"{len(methods) if isinstance(methods, dict) else 'no'} methods, expected {counts['n_methods']}"
+    for name, m in methods.items():
+        if not isinstance(m, dict):
+            return f"method {name!r}: not an object"
+        for key, ok in (("successes", lambda x: _is_count(x, n)), ("mean_cost", _is_cost)):
+            why = _matrix_problem(m.get(key), counts["n_cells"], ok)
+            if why:
+                return f"method {name!r}: {key}: {why} (counts within 0..{n} trials)"
+    return ""
+
+
+def check_part(path: str, dag: int, fingerprint: str, counts: dict | None = None) -> FileCheck:
+    """A DAG's part is done when it parses, names this DAG and this run's settings, and its counts fit.
+
+    ``counts`` (cells, trials, methods of the run): every success count is an
+    integer in 0..n_trials, every mean cost a finite number >= 0, every
+    matrix has the run's cells.
+    """
     if not os.path.exists(path):
         return FileCheck(False, "missing")
     try:
         with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+            doc = json.loads(fh.read(), parse_constant=_no_constant)
     except (OSError, ValueError):
-        return FileCheck(False, "truncated")
-    if doc.get("dag_index") != dag or doc.get("fingerprint") != fingerprint or doc.get("format") != PART_FORMAT:
-        return FileCheck(False, "unexpected records")
+        return FileCheck(False, "truncated or not JSON")
+    problem = part_problem(doc, dag, fingerprint, counts)
+    if problem:
+        return FileCheck(False, problem)
     return FileCheck(True, "", n_lines=1)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 @dataclass
@@ -148,6 +209,9 @@ def resolve_surface(env=None) -> tuple[SurfaceConfig, object]:
 
     env = dict(os.environ if env is None else env)
     v = variables.check_environment(env, "surface")
+    for name in ("SURFACE_BUDGETS", "SURFACE_DEADLINES"):  # set but empty: refused (unset means the default)
+        if name in env and not str(env[name]).strip():
+            parse_axis(env[name], name)
     budgets_text = v["SURFACE_BUDGETS"]
     deadlines = parse_axis(v["SURFACE_DEADLINES"] or DEADLINES, "SURFACE_DEADLINES")
     if budgets_text:
@@ -188,8 +252,7 @@ def prepare_surface(run_dir: str, cfg: SurfaceConfig, run_cfg, dags_per_shard: i
     path = os.path.join(job, "run.json")
     fp = cfg.fingerprint()
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            old = json.load(fh)
+        old = read_run_json(path)
         if old.get("fingerprint") != fp:
             diff = sorted(k for k in set(old.get("settings", {})) | set(cfg.settings())
                           if old.get("settings", {}).get(k) != cfg.settings().get(k))  # fmt: skip
@@ -212,10 +275,20 @@ def prepare_surface(run_dir: str, cfg: SurfaceConfig, run_cfg, dags_per_shard: i
 
 
 def load_job(job_dir: str) -> tuple[SurfaceConfig, list[SurfaceShard]]:
-    with open(os.path.join(job_dir, "run.json"), encoding="utf-8") as fh:
-        doc = json.load(fh)
-    cfg = SurfaceConfig(**doc["config"])
-    return cfg, [SurfaceShard.from_json(s).relative_to(job_dir) for s in doc["shards"]]
+    """The job's settings and shards; one line (not a traceback) when there is no job or its run.json is bad."""
+    path = os.path.join(job_dir, "run.json")
+    if not os.path.exists(path):
+        raise ConfigError(f"{job_dir}: no surface job here (no run.json); compute one first with "
+                          "`bash run_experiment.sh surface` (same RUN_NAME / RESULTS_ROOT, or RUN_DIR)")  # fmt: skip
+    doc = read_run_json(path)
+    try:
+        if doc.get("kind") != KIND:
+            raise KeyError("kind")
+        cfg = SurfaceConfig(**doc["config"])
+        return cfg, [SurfaceShard.from_json(s).relative_to(job_dir) for s in doc["shards"]]
+    except (KeyError, TypeError, AttributeError):
+        raise ConfigError(f"{path}: not the run.json of a surface job (edited or of another kind); "
+                          "move the directory away and compute the surface again") from None
 
 
 def run_surface_shard(shard: int, log=print) -> int:
@@ -223,7 +296,7 @@ def run_surface_shard(shard: int, log=print) -> int:
     from simulator.pools.pool import load_pool
     from simulator.surface.compute import method_surface
 
-    from ..shard_runner import ProgressFile, scrub_environment
+    from ..shard_runner import ProgressFile, check_pool_sha256, scrub_environment
 
     scrub_environment()
     t0 = time.time()
@@ -231,7 +304,14 @@ def run_surface_shard(shard: int, log=print) -> int:
     spec = shards[shard]
     units = spec.units_per_dag()
     progress = ProgressFile(spec.progress_file, spec.shard_id, units * len(spec.dags))
-    todo = [d for d in spec.dags if not check_part(spec.part(d), d, spec.fingerprint).ok]
+    check_pool_sha256(cfg.pool_path, cfg.pool_sha256)
+    todo = []
+    for d in spec.dags:
+        found = check_part(spec.part(d), d, spec.fingerprint, spec.counts())
+        if not found.ok:
+            if found.problem != "missing":
+                log(f"surface shard {spec.shard_id}: {spec.part(d)}: {found.problem}; recomputing it")
+            todo.append(d)
     progress.done = units * (len(spec.dags) - len(todo))
     progress.write(force=True)
     settings = cfg.run_settings()

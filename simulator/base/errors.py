@@ -77,6 +77,22 @@ def describe_resource_error(exc: BaseException) -> str:
     return f"{exc.filename}: {what}" if getattr(exc, "filename", None) else what
 
 
+#: errno values meaning "this file or folder may not be written (or read) here": a read-only results root,
+#: run folder or file system. The user's setup, not a bug: one line naming the file, exit 2.
+ACCESS_ERRNOS = frozenset(getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS") if hasattr(errno, name))
+
+
+def is_access_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a refused access (permission denied, read-only file system) to a named file."""
+    return isinstance(exc, OSError) and exc.errno in ACCESS_ERRNOS and bool(getattr(exc, "filename", None))
+
+
+def describe_access_error(exc: OSError) -> str:
+    """One line for an access error: ``<file>: Permission denied (...)``."""
+    return (f"{exc.filename}: {exc.strerror or exc} (a read-only folder or file? give a writable one, "
+            "e.g. another RESULTS_ROOT or --out)")  # fmt: skip
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the flush at interpreter exit cannot fail again."""
     try:
@@ -93,7 +109,9 @@ def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
     Every entry point of the project uses it, so users always get
     ``error: <file, line, problem, node>: <what>`` and never a traceback for
     bad input; resource exhaustion (disk full, quota, out of memory) is one
-    line naming the file, exit 3; Ctrl-C exits 130 with one line; a reader
+    line naming the file, exit 3; a file or folder that may not be written
+    (permission denied, read-only file system) is one line naming it, exit
+    2; Ctrl-C exits 130 with one line; a reader
     that closes the pipe early (``... | head -1``) ends the command quietly
     with exit 141, as a tool killed by SIGPIPE would. Other exceptions are
     bugs and keep their traceback.
@@ -116,6 +134,9 @@ def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
             print("interrupted", file=sys.stderr)
             return 130
         except (OSError, MemoryError) as exc:
+            if is_access_error(exc):
+                print(f"error: {describe_access_error(exc)}", file=sys.stderr)
+                return EXIT_USER_ERROR
             if not is_resource_error(exc):
                 raise
             print(f"error: {describe_resource_error(exc)}", file=sys.stderr)

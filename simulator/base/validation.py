@@ -98,6 +98,53 @@ def check_int(
     return x
 
 
+INT64_MAX = 2**63 - 1
+
+_JSON_TYPE = {str: "a string", bool: "a boolean", type(None): "null", list: "a list", dict: "an object",
+              float: "a number with a fraction"}  # fmt: skip
+
+
+def json_type(value: Any) -> str:
+    """How a JSON value's type is named in messages (``a string``, ``null``, ...)."""
+    return _JSON_TYPE.get(type(value), type(value).__name__)
+
+
+def check_int_field(
+    value: Any,
+    name: str,
+    *,
+    lo: int | None = None,
+    hi: int | None = INT64_MAX,
+    integral_floats: bool = False,
+) -> int:
+    """The one parser of integer fields of files (JSON): names the field, the type and the bounds.
+
+    Unlike :func:`check_int` (flags and environment variables, which are
+    text), a string is refused: ``"n_nodes": "5"`` is ``'n_nodes' must be an
+    integer, got a string '5'``. Booleans are refused, floats too unless
+    ``integral_floats`` (then ``3.0`` is 3). Values beyond ``hi`` (default:
+    the largest 64-bit integer, what the arrays hold) are refused rather
+    than overflowing later. Raises :class:`ConfigError` with the message
+    only; callers add where (file, line, problem, node).
+    """
+    shown = [f">= {lo}"] if lo is not None else []
+    if hi is not None and hi != INT64_MAX:
+        shown.append(f"<= {hi}")
+    expected = f"{name!r} must be an integer" + (" " + " and ".join(shown) if shown else "")
+    x: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        x = value
+    elif integral_floats and isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        x = int(value)
+    if x is None:
+        raise ConfigError(f"{expected}, got {json_type(value)} {value!r}")
+    if not -INT64_MAX - 1 <= x <= INT64_MAX:
+        raise ConfigError(f"{name!r} must be an integer of 64 bits (|x| < 2**63), got {x}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise ConfigError(f"{expected}, got {x}")
+    return x
+
+
 def closest(name: str, choices: Iterable[str]) -> str | None:
     """The closest valid spelling of ``name`` among ``choices`` (for "did you mean" hints), never ``name`` itself.
 

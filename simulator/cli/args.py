@@ -92,10 +92,12 @@ def load_pool_and_dag(args: argparse.Namespace) -> tuple[Pool, int]:
 
 def resolve_budget_deadline(args, arr, where: str) -> tuple[float, float]:
     """Absolute (budget, deadline) from absolute or ratio flags (checked by :func:`check_common_args`)."""
-    budget = args.budget if args.budget is not None else args.budget_ratio * nominal_budget(arr, where)
-    deadline = (
-        args.deadline if args.deadline is not None else args.deadline_ratio * nominal_deadline(arr, where)
-    )
+    from simulator.costs.nominal import scale_by_ratio
+
+    budget = args.budget if args.budget is not None else scale_by_ratio(
+        args.budget_ratio, nominal_budget(arr, where), "budget", "--budget-ratio", where)
+    deadline = args.deadline if args.deadline is not None else scale_by_ratio(
+        args.deadline_ratio, nominal_deadline(arr, where), "deadline", "--deadline-ratio", where)
     if not (math.isfinite(budget) and budget > 0):  # ratio x nominal: a DAG of free attempts has nominal 0
         raise ConfigError(f"{where}the budget must be a finite number > 0, got {budget}")
     if not (deadline > 0):

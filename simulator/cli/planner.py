@@ -111,8 +111,14 @@ def _parse_axis(values, ratios, what: str, check_value) -> tuple[list[float] | N
     return None, out
 
 
-def _realize_axis(values, ratios, nominal, what: str) -> list[float]:
-    out = list(values) if values is not None else [r * nominal() for r in ratios]
+def _realize_axis(values, ratios, nominal, what: str, where: str = "") -> list[float]:
+    from simulator.costs.nominal import scale_by_ratio
+
+    if values is not None:
+        out = list(values)
+    else:
+        scale = nominal()
+        out = [scale_by_ratio(r, scale, what, f"--{what}-ratios", where) for r in ratios]
     if what == "budget" and not all(math.isfinite(x) and x > 0 for x in out):
         raise ConfigError(f"the budgets must be finite numbers > 0, got {out}")
     if what == "deadline" and not all(x > 0 for x in out):
@@ -147,8 +153,8 @@ def predict_main(argv: Sequence[str]) -> int:
     arr = dag_arrays(pool, i, setting)
     stats = pool[i]
     where = f"{args.pool}: DAG {i}: "
-    budgets = _realize_axis(b_vals, b_ratios, lambda: nominal_budget(arr, where), "budget")
-    deadlines = _realize_axis(d_vals, d_ratios, lambda: nominal_deadline(arr, where), "deadline")
+    budgets = _realize_axis(b_vals, b_ratios, lambda: nominal_budget(arr, where), "budget", where)
+    deadlines = _realize_axis(d_vals, d_ratios, lambda: nominal_deadline(arr, where), "deadline", where)
 
     from simulator.simulate import simulate_policy
 

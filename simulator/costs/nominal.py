@@ -60,6 +60,29 @@ def _finite(value: float, what: str, where: str) -> float:
     return value
 
 
+def scale_by_ratio(ratio: float, nominal: float, what: str, name: str, where: str = "") -> float:
+    """``ratio`` x the DAG's ``nominal`` budget or deadline (``what``); one clear line when that is no budget.
+
+    A nominal of 0 (every cost, or latency, of the baseline models is 0)
+    makes every ratio 0, and a huge ratio overflows to infinity: both are
+    refused naming ``name`` (the flag or variable) and why, rather than
+    "must be > 0, got 0.0" or "got [inf]".
+    """
+    if nominal == 0:
+        unit = "cost" if what == "budget" else "latency"
+        raise ConfigError(
+            f"{where}the nominal {what} of this DAG is 0 (every {unit} of its baseline models is 0), so "
+            f"{name} {ratio:g} gives a {what} of 0: give an absolute {what} instead"
+        )
+    value = float(ratio) * float(nominal)
+    if not math.isfinite(value):
+        raise ConfigError(
+            f"{where}{name} {ratio:g} x the nominal {what} {nominal:g} is beyond the float range: "
+            "give a smaller ratio"
+        )
+    return value
+
+
 def nominal_budget(arr: DagArrays, where: str = "") -> float:
     """Nominal budget of the DAG in the cost mode ``arr`` was built for."""
     _check_p(arr, where, arr.node_ids)

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from simulator.base.errors import PoolError
+from simulator.base.errors import ConfigError, PoolError
 from simulator.base.io_utils import atomic_write_jsonl
-from simulator.base.validation import check_input_file
+from simulator.base.validation import INT64_MAX, check_input_file, check_int_field
 from simulator.pools.graph import csr, longest_path_depths, topological_order
 from simulator.pools.stats import template_from_columns
 
@@ -322,11 +322,10 @@ def _template_from_rows(rows: np.ndarray) -> dict[str, float]:
 
 
 def _id(ctx: _Ctx, value: Any, what: str, node: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ctx.error(f"{what} must be an integer, got {value!r}", node)
-    return value
+    try:  # a 64-bit integer (the arrays' type): 2**70 is refused here, not an OverflowError later
+        return check_int_field(value, what, integral_floats=True, hi=INT64_MAX)
+    except ConfigError as exc:
+        raise ctx.error(str(exc), node) from None
 
 
 # Parsing happens in stages, each a function with one job, so that a rule of
@@ -365,8 +364,13 @@ def _check_line(obj: Any, path: str | None, line: int | None) -> tuple[_Ctx, lis
         raise ctx.error("missing 'nodes'")
     if not isinstance(nodes, list) or not nodes:
         raise ctx.error("'nodes' must be a non-empty list")
-    if "n_nodes" in obj and obj["n_nodes"] != len(nodes):
-        raise ctx.error(f"n_nodes={obj['n_nodes']!r} but the line has {len(nodes)} nodes")
+    if "n_nodes" in obj:
+        try:
+            n = check_int_field(obj["n_nodes"], "n_nodes", lo=1)
+        except ConfigError as exc:
+            raise ctx.error(str(exc)) from None
+        if n != len(nodes):
+            raise ctx.error(f"n_nodes={n} but the line has {len(nodes)} nodes")
     return ctx, nodes
 
 

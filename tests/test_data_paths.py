@@ -1,0 +1,423 @@
+"""Data paths keep their promise (issue 28): each bad input refused in one line (exit 2) with nothing
+written or changed, no output overwrites an input or lands outside its folder.
+
+Table-driven, one table per entry point: (arguments, expected exit code,
+words expected in the one ``error:`` line). Every entry point is called in
+process (its ``main``), which is what the command line runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from simulator.base.errors import ConfigError
+from simulator.base.outputs import check_output_name, check_output_path, write_output_text
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures" / "codeflow_comp"
+COMP = FIX / "codeflow_comp_fixture.json"
+HARNESS_SMALL = FIX / "codeflow_comp_harness_model_small.json"
+POOL = ROOT / "examples" / "example_pool.jsonl"
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """{relative path: sha256} of every file under ``root`` (what "nothing written or changed" compares)."""
+    out = {}
+    for dp, _, fs in os.walk(root):
+        for f in fs:
+            p = Path(dp, f)
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def refused(main, argv, capsys, words, root: Path, code=2) -> str:
+    """Run ``main(argv)``: exit ``code``, one ``error:`` line holding every word, nothing under ``root`` changed."""
+    before = snapshot(root)
+    rc = main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == code, err
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    assert snapshot(root) == before, "a refused command wrote or changed a file"
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- the helper itself
+
+
+def test_check_output_path_refuses_inputs_and_escapes(tmp_path):
+    src = tmp_path / "data.json"
+    src.write_text("[]")
+    (tmp_path / "out").mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to(src)
+    hard = tmp_path / "hard.json"
+    os.link(src, hard)
+    for p in (src, link, hard, tmp_path / "out" / ".." / "data.json"):
+        with pytest.raises(ConfigError, match="is the input"):
+            check_output_path(p, inputs=[str(src)])
+    with pytest.raises(ConfigError, match="outside the output folder"):
+        check_output_path(tmp_path / "out" / ".." / "x.json", inside=tmp_path / "out")
+    with pytest.raises(ConfigError, match="is a directory"):
+        check_output_path(tmp_path / "out", flag="--trace")
+    with pytest.raises(ConfigError, match="already exists"):
+        check_output_path(src, overwrite=False)
+    with pytest.raises(ConfigError, match="not a directory"):
+        check_output_path(src / "x.json")
+    assert check_output_path(tmp_path / "out" / "new" / "x.json", inputs=[src, None], inside=tmp_path / "out") == (
+        tmp_path / "out" / "new" / "x.json").resolve()
+    for bad in ("", ".", "..", "../x", "a/b"):
+        with pytest.raises(ConfigError, match="plain name"):
+            check_output_name(bad, flag="--prefix")
+    write_output_text(tmp_path / "out" / "y.txt", "hi", inputs=[src], inside=tmp_path / "out")
+    assert (tmp_path / "out" / "y.txt").read_text() == "hi"
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["y.txt"]  # no temporary file left
+
+
+# ----------------------------------------------------------------------------- comp_sample
+
+
+def _comp_copy(tmp_path) -> Path:
+    p = tmp_path / "comp.json"
+    p.write_bytes(COMP.read_bytes())
+    return p
+
+
+SAMPLE_CASES = [
+    (["--n", "1", "--out", "{src}"], ["--out", "is the input"]),
+    (["--n", "1", "--out", "{tmp}/o.json", "--indices-out", "{src}"], ["--indices-out", "is the input"]),
+    (["--n", "1", "--out", "{tmp}/o.json", "--indices-out", "{tmp}/o.json"], ["--indices-out", "is the input"]),
+    (["--indices", "{tmp}/idx.json", "--out", "{tmp}/idx.json"], ["--out", "is the input"]),
+    (["--n", "1", "--seed", "-5", "--out", "{tmp}/o.json"], ["--seed", ">= 0", "-5"]),
+    (["--n", "1", "--out", "{tmp}"], ["--out", "is a directory"]),
+]
+
+
+@pytest.mark.parametrize("args,words", SAMPLE_CASES)
+def test_comp_sample_table(tmp_path, capsys, args, words):
+    from codeflow.comp_sample import main
+
+    src = _comp_copy(tmp_path)
+    (tmp_path / "idx.json").write_text("[0]")
+    argv = [str(src)] + [a.format(src=src, tmp=tmp_path) for a in args]
+    refused(main, argv, capsys, words, tmp_path)
+
+
+# ----------------------------------------------------------------------------- comp_to_pool
+
+
+def _harness_copy(tmp_path) -> Path:
+    p = tmp_path / "judged.json"
+    p.write_bytes(HARNESS_SMALL.read_bytes())
+    return p
+
+
+def _edited_harness(tmp_path, edit) -> Path:
+    data = json.loads(HARNESS_SMALL.read_text())
+    edit(data)
+    p = tmp_path / "edited.json"
+    p.write_text(json.dumps(data))
+    return p
+
+
+def _sub(data, k=0):
+    return data[0]["subproblems"][k]
+
+
+TO_POOL_CASES = [
+    ("judged", ["--out", "{src}"], ["--out", "is the input"]),
+    ("judged", ["--out", "{tmp}/p.jsonl", "--index-out", "{src}"], ["--index-out", "is the input"]),
+    ("judged", ["--out", "{tmp}/p.jsonl", "--index-out", "{tmp}/p.jsonl"], ["--index-out", "is the input"]),
+    (lambda d: _sub(d).update(name=""), ["--out", "{tmp}/p.jsonl"], ["subproblem #0", "empty 'name'"]),
+    (lambda d: _sub(d).update(rollout_records="abc"), ["--out", "{tmp}/p.jsonl"],
+     ["rollout_records", "a list"]),
+    (lambda d: _sub(d).update(harness_result="PASS"), ["--out", "{tmp}/p.jsonl"], ["harness_result", "list"]),
+    (lambda d: _sub(d).update(harness_result=[1, 7]), ["--out", "{tmp}/p.jsonl"], ["harness_result", "0 or 1"]),
+    (lambda d: d[0].update({"overall-turns": "2"}), ["--out", "{tmp}/p.jsonl"],
+     ["overall-turns", "must be an integer", "str"]),
+]
+
+
+@pytest.mark.parametrize("which,args,words", TO_POOL_CASES)
+def test_comp_to_pool_table(tmp_path, capsys, which, args, words):
+    from codeflow.comp_to_pool import main
+
+    src = _harness_copy(tmp_path) if which == "judged" else _edited_harness(tmp_path, which)
+    argv = [str(src)] + [a.format(src=src, tmp=tmp_path) for a in args]
+    refused(main, argv, capsys, words, tmp_path)
+
+
+def test_comp_to_pool_refuses_a_bare_nan(tmp_path, capsys):
+    from codeflow.comp_to_pool import main
+
+    text = HARNESS_SMALL.read_text()
+    data = json.loads(text)
+    recs = _sub(data).get("rollout_records")
+    assert isinstance(recs, list) and recs, "the fixture has rollout records"
+    recs[0]["output_tokens"] = float("nan")
+    src = tmp_path / "nan.json"
+    src.write_text(json.dumps(data))  # Python writes a bare NaN: not JSON
+    refused(main, [str(src), "--out", str(tmp_path / "p.jsonl")], capsys, ["NaN", "not JSON"], tmp_path)
+
+
+# ----------------------------------------------------------------------------- comp_split
+
+SPLIT_CASES = [
+    (["--prefix", "../x"], ["--prefix", "plain name"]),
+    (["--prefix", ""], ["--prefix", "plain name"]),
+    (["--progress-every", "-1"], ["--progress-every", ">= 0"]),
+    (["--out-dir", "{tmp}/comp.json"], ["--out-dir", "is a file"]),
+]
+
+
+@pytest.mark.parametrize("args,words", SPLIT_CASES)
+def test_comp_split_table(tmp_path, capsys, args, words):
+    from codeflow.comp_split import main
+
+    src = _comp_copy(tmp_path)
+    argv = [str(src), "--out-dir", str(tmp_path / "out"), "--items-per-shard", "1"]
+    argv += [a.format(tmp=tmp_path) for a in args]
+    refused(main, argv, capsys, words, tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
+def test_comp_split_truncated_input_leaves_nothing(tmp_path, capsys):
+    from codeflow.comp_split import main
+
+    items = json.loads(COMP.read_text()) * 5
+    text = json.dumps(items)
+    src = tmp_path / "cut.json"
+    src.write_text(text[: int(len(text) * 0.9)])
+    refused(main, [str(src), "--out-dir", str(tmp_path / "out"), "--items-per-shard", "1"], capsys,
+            ["invalid JSON"], tmp_path)  # fmt: skip
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    refused(main, [str(src), "--out-dir", str(tmp_path / "out"), "--items-per-shard", "1"], capsys,
+            ["invalid JSON"], tmp_path)  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["notes.txt"]
+
+
+def test_comp_split_into_a_folder_with_shards_is_refused(tmp_path, capsys):
+    from codeflow.comp_split import main
+
+    src = _comp_copy(tmp_path)
+    out = tmp_path / "out"
+    assert main([str(src), "--out-dir", str(out), "--items-per-shard", "1"]) == 0
+    capsys.readouterr()
+    refused(main, [str(src), "--out-dir", str(out), "--items-per-shard", "2"], capsys,
+            ["--out-dir", "already holds", "empty folder"], tmp_path)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- run_shard.py
+
+SHARD_BASE = {"--pool": str(POOL), "--budget-group": "b00", "--budget": "ratio:1", "--deadlines": "ratio:1",
+              "--dags": "0", "--trials": "1", "--seed": "0", "--cost-mode": "token_cost_mean",
+              "--latency-dist": "lognormal", "--methods": "sequential"}  # fmt: skip
+
+SHARD_CASES = [
+    ({"--dags": "5-2"}, ["--dags", "descending"]),
+    ({"--dags": ""}, ["--dags", "no DAG"]),
+    ({"--dags": "0,0"}, ["--dags", "DAG 0 is listed twice"]),
+    ({"--dags": "-1"}, ["--dags"]),
+    ({"--dags": "x"}, ["--dags", "not a row"]),
+    ({"--trials": "0"}, ["--trials", ">= 1"]),
+    ({"--trials": "-2"}, ["--trials", ">= 1"]),
+    ({"--seed": "-1"}, ["--seed", ">= 0"]),
+    ({"--methods": ""}, ["--methods", "no method"]),
+    ({"--methods": "nosuch"}, ["--methods", "nosuch"]),
+    ({"--budget": "ratio:-1"}, ["--budget", "ratio:-1"]),
+    ({"--budget": "abc"}, ["--budget", "abc"]),
+    ({"--deadlines": ""}, ["--deadlines", "no deadline"]),
+    ({"--deadlines": "ratio:0"}, ["--deadlines", "ratio:0"]),
+    ({"--budget-group": "../../x"}, ["--budget-group", "plain name"]),
+    ({"--budget-group": ".."}, ["--budget-group", "plain name"]),
+    ({"--latency-dist": "foo"}, ["--latency-dist", "lognormal"]),
+    ({"--cost-mode": "foo"}, ["--cost-mode", "foo"]),
+    ({"--dags": "5-2", "--latency-dist": "foo"}, ["--"]),
+]
+
+
+def _shard_argv(tmp_path, over):
+    args = {**SHARD_BASE, "--out-dir": str(tmp_path / "out"), **over}
+    return [x for k, v in args.items() for x in (k, v)]
+
+
+@pytest.mark.parametrize("over,words", SHARD_CASES)
+def test_run_shard_table(tmp_path, capsys, over, words):
+    import run_shard
+
+    refused(run_shard.main, _shard_argv(tmp_path, over), capsys, words, tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_shard_valid_flags_write_a_verified_part(tmp_path, capsys):
+    import run_shard
+    from harness.shards import part_records
+
+    assert run_shard.main(_shard_argv(tmp_path, {"--dags": "0-1", "--trials": "2"})) == 0
+    assert "4 records" in capsys.readouterr().out
+    recs = part_records(str(tmp_path / "out" / "b00" / "dag_000001.jsonl"))
+    assert len(recs) == 2 and {r["dag_idx"] for r in recs} == {1}
+
+
+# ----------------------------------------------------------------------------- python -m simulator
+
+
+def _pool_line(**over) -> str:
+    line = {"problem_id": "z", "nodes": [{"node_id": 0, "parents": [], "children": [],
+            "template": {"success_prob": 0.5, "lat_mean": 1, "lat_std": 1, "cost_mean": 5, "token_cost_mean": 5}}]}
+    line.update(over)
+    return json.dumps(line) + "\n"
+
+
+def _zero_cost_line() -> str:
+    line = json.loads(_pool_line())
+    line["nodes"][0]["template"].update(cost_mean=0, token_cost_mean=0)
+    return json.dumps(line) + "\n"
+
+
+def _huge_id_line() -> str:
+    line = json.loads(_pool_line())
+    line["nodes"][0]["node_id"] = 2**70
+    return json.dumps(line) + "\n"
+
+
+SIM_CASES = [
+    ("validate", _pool_line(n_nodes="5"), [], ["n_nodes", "must be an integer", "a string '5'"]),
+    ("validate", _pool_line(n_nodes=True), [], ["n_nodes", "must be an integer", "a boolean"]),
+    ("validate", _huge_id_line(), [], ["node_id", "64 bits"]),
+    ("simulate", _zero_cost_line(), ["--dag", "0", "--budget-ratio", "1", "--deadline-ratio", "1", "--method",
+                                     "sequential", "--trials", "3"], ["nominal budget of this DAG is 0",
+                                                                      "every cost", "--budget-ratio"]),
+    ("predict", _pool_line(), ["--dag", "0", "--budget-ratios", "1e308", "--deadlines", "30", "--trials", "2",
+                               "--out", "{tmp}/pred"], ["--budget-ratios", "beyond the float range"]),
+    ("predict", _zero_cost_line(), ["--dag", "0", "--budget-ratios", "1", "--deadlines", "30", "--trials", "2",
+                                    "--out", "{tmp}/pred"], ["--budget-ratios", "nominal budget of this DAG is 0"]),
+]
+
+
+@pytest.mark.parametrize("cmd,line,args,words", SIM_CASES)
+def test_simulator_table(tmp_path, capsys, cmd, line, args, words):
+    from simulator.cli.main import main
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(line)
+    refused(main, [cmd, "--pool", str(pool), *[a.format(tmp=tmp_path) for a in args]], capsys, words, tmp_path)
+
+
+def test_gen_jobs_refuses_a_huge_node_id_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from harness_util import clean_env, config_env
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(_huge_id_line())
+    env = clean_env(**config_env(tmp_path, str(pool)))
+    r = subprocess.run([sys.executable, str(ROOT / "gen_jobs.py"), "--quiet"], env=env, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "64 bits" in r.stderr
+
+
+# ----------------------------------------------------------------------------- the Comp loader
+
+
+def test_comp_loader_names_the_type_of_overall_turns(tmp_path):
+    from codeflow.comp_dataset import load_comp_problems
+    from simulator.base.errors import PoolError
+
+    data = json.loads(COMP.read_text())
+    data[0]["overall-turns"] = str(len(data[0]["subproblems"]))
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(data))
+    with pytest.raises(PoolError, match="'overall-turns' must be an integer >= 1, got a string"):
+        load_comp_problems(p)
+
+
+# ----------------------------------------------------------------------------- harness
+
+
+def test_access_errors_are_one_line(capsys):
+    """A read-only results root or run folder: one line naming the file, exit 2 (root can write anywhere,
+    so the error is raised here as the file system would)."""
+    import errno
+
+    from simulator.base.errors import cli_entry
+
+    def write_into_read_only():
+        raise PermissionError(errno.EACCES, "Permission denied", "/results/run/run.json")
+
+    def read_only_fs():
+        raise OSError(errno.EROFS, "Read-only file system", "/results/run/state/s00000.claim")
+
+    for fn, words in ((write_into_read_only, "Permission denied"), (read_only_fs, "Read-only file system")):
+        assert cli_entry(fn)() == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and "/results/run/" in err[0]
+
+
+def test_merge_shards_on_a_surface_job_is_one_line(tmp_path, capsys):
+    import merge_shards
+
+    job = tmp_path / "run" / "surface_job"
+    job.mkdir(parents=True)
+    (job / "run.json").write_text(json.dumps({"kind": "surface", "shards": []}))
+    line = refused(merge_shards.main, ["--run-dir", str(job)], capsys, ["surface job", "surface --merge"], tmp_path)
+    assert str(tmp_path / "run") in line
+    (job / "run.json").write_text(json.dumps({"shards": []}))
+    refused(merge_shards.main, ["--run-dir", str(job)], capsys, ["not the run.json of a prepared grid run"],
+            tmp_path)  # fmt: skip
+
+
+HARNESS_CASES = [
+    ("surface", {"SURFACE_BUDGETS": ""}, ["SURFACE_BUDGETS", "empty axis"]),
+    ("surface", {"SURFACE_DEADLINES": "  "}, ["SURFACE_DEADLINES", "empty axis"]),
+    ("prepare", {"BUDGET_RATIOS": "1e308"}, ["BUDGET_RATIOS", "beyond the float range"]),
+]
+
+
+@pytest.mark.parametrize("action,extra,words", HARNESS_CASES)
+def test_harness_table(tmp_path, action, extra, words):
+    from harness_util import config_env, harness, small_pool
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), **extra)
+    before = snapshot(tmp_path)
+    r = harness(action, env, check=False)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+    assert snapshot(tmp_path) == before
+
+
+def test_ratio_budget_with_every_cost_zero_is_refused_at_prepare(tmp_path):
+    from harness_util import config_env, harness
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(_zero_cost_line())
+    r = harness("prepare", config_env(tmp_path, str(pool)), check=False)
+    assert r.returncode == 2 and "nominal budget of this DAG is 0" in r.stderr and "BUDGET_RATIOS" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_local_no_prepare_after_the_pool_changed_is_one_line(tmp_path):
+    from harness_util import config_env, harness, small_pool
+
+    pool = small_pool(tmp_path, n=2)
+    env = config_env(tmp_path, pool, N_EXEC_TRIALS=2)
+    harness("prepare", env)
+    with open(pool, "a", encoding="utf-8") as fh:
+        fh.write(open(pool, encoding="utf-8").readline())
+    for action in (("local", "--no-prepare", "--no-progress"), ("auto",), ("shard", "0")):
+        r = harness(action[0], env, *action[1:], check=False)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "the pool changed" in lines[0], (action, r.stderr)
+    assert not os.path.exists(os.path.join(tmp_path, "runs", "t", "state", "s00000.failures"))
