@@ -145,3 +145,36 @@ def test_the_backends_words_reach_the_client_through_the_gateway(hostile, proxy,
     seen = [s for s in hostile.world.seen if s.trial == trial]
     assert seen and all(s.cls == cls for s in seen)
     assert (hostile.world.bill_of(0, trial) > 0) == FAULT_CLASSES[cls][0]  # the cut body was billed, every try
+
+
+def test_executor_run_through_the_gateway_makes_the_same_requests(world, proxy):
+    """``sequential`` through a default LiteLLM proxy: request for request the run straight at the world."""
+    import asyncio
+
+    from executor.agree import http_client
+    from executor.inputs import make_workflow
+    from executor.live import LiveRun
+    from executor.trace import Trace
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+
+    pool = load_dag(POOL, 0)[0]
+    wf = make_workflow(pool, 0, POOL, None, "", None, "token_cost_mean")
+    budget, deadline = 2 * nominal_budget(wf.arr), 20 * nominal_deadline(wf.arr)
+    direct = {e.model_id: e for e in world.world.endpoints()}
+    via = gateway_endpoints(direct, proxy)
+
+    def run(eps, trial):
+        async def go():
+            tr = Trace(None)
+            async with http_client() as http:
+                res = await LiveRun(wf, eps, "sequential", budget, deadline, http=http, clock=Clock(SCALE),
+                                    trace=tr, trial=trial).run()
+            return res, [(e["node"], e["model"], e["attempt"], e["status"], e["output_tokens"], e["cost"])
+                         for e in tr.events if e["event"] == "request"]
+
+        return asyncio.run(go())
+
+    for trial in (11, 12):
+        (a, ra), (b, rb) = run(direct, trial), run(via, trial)
+        assert ra and sorted(ra) == sorted(rb), (ra, rb)  # the same requests and outcomes (order: timing)
+        assert a.termination == b.termination and a.spent == b.spent
