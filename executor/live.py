@@ -457,6 +457,9 @@ class LiveRun:
         ep = self.endpoints[model_id]
         termination = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
         why = r.detail or r.kind
+        if r.status_code in (401, 403):  # name where the key came from
+            why += (f" (the key comes from ${ep.api_key_env})" if ep.api_key_env
+                    else " (no key was sent: the endpoint's api_key_env is empty)")
         self.down[model_id] = (termination, f"model {model_id!r} ({ep.url}) {why}")
         self.trace.write("endpoint", t=round(self.elapsed(), 6), model=model_id, url=ep.url, state="down",
                          termination=termination, kind=r.kind, status=r.status_code, message=why)

@@ -268,3 +268,119 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode):
         prices = None if cost_mode == "token_cost_mean" else DEFAULT_PRICES
         check_promises(out, world, wf, budget, deadline, 0.01, prices)
         assert len({s.cls for s in world.seen}) >= 8
+
+
+def test_a_sample_cancelled_in_its_backoff_releases_its_reservation(monkeypatch):
+    from executor import live
+
+    monkeypatch.setattr(live, "backoff_s", lambda *a: 5.0)  # after its 500 the sample sleeps 5 s (no jitter)
+    pool, wf = workflow()
+    B, D = nominal(wf)
+
+    async def go():
+        clock = Clock(0.01)
+        world = HostileWorld(pool, seed=7, clock=clock, classes=("http_500",), tasks={0: wf.tasks})
+        await world.start()
+        eps = {e.model_id: e for e in world.endpoints()}
+        tr = Trace(None)
+        try:
+            async with http_client() as http:
+                run = LiveRun(wf, eps, "sequential", 2 * B, 50 * D, http=http, clock=clock, trace=tr,
+                              options=Options(down_after=100))
+                task = asyncio.ensure_future(run.run())
+                while not world.seen:
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.3)  # the 500 is answered: the sample sleeps in its backoff
+                run.interrupt("SIGTERM")
+                return await task, tr.events, world
+        finally:
+            await world.stop()
+
+    res, ev, world = asyncio.run(go())
+    cancelled = [e for e in ev if e["event"] == "request" and e["status"] == "cancelled"]
+    assert res.termination == "interrupted" and len(world.seen) == len(cancelled) >= 1  # one try per ready node
+    assert all(e["faults"] == {"http_5xx": 1} and e["tries"] == 1 for e in cancelled)
+    assert res.unbilled == 0.0 and res.spent == 0.0 and ev[-1]["reserved"] == 0.0  # nothing could be billed
+
+
+def test_samples_queued_for_a_concurrency_slot_release_their_reservations():
+    pool, wf = workflow()
+    B, D = nominal(wf)
+
+    def one_slot(eps):
+        return {m: replace(e, concurrency=1) for m, e in eps.items()}
+
+    # every answer hangs: one request per model is in flight at the deadline, the others wait for the slot
+    out, world = hostile_runs(wf, pool, "sequential_4", 4 * B, 30.0, [0], classes=("hang",), endpoints_edit=one_slot)
+    res, ev, _ = out[0]
+    in_flight = [e for e in ev if e["event"] == "request" and e["status"] == "cancelled" and e["tries"] == 1]
+    queued = [e for e in ev if e["event"] == "request" and e["status"] == "cancelled" and e["tries"] == 0]
+    assert len(in_flight) == len(world.seen) >= 1 and queued
+    assert res.unbilled == pytest.approx(sum(e["max_tokens"] for e in in_flight))  # token mode: reservation = cap
+    check_promises(out, world, wf, 4 * B, 30.0, 0.01)
+
+
+def test_an_answer_cut_at_the_endpoints_own_cap_is_judged_never_retried():
+    pool, wf = workflow()
+    B, D = nominal(wf)
+
+    def small_cap(eps):  # the world cuts every answer at 20 tokens (finish_reason: length)
+        return {m: replace(e, max_tokens=20, token_param="max_completion_tokens") for m, e in eps.items()}
+
+    out, world = hostile_runs(wf, pool, "sequential", 2 * B, 3 * D, [0, 1], classes=("ok",),
+                              endpoints_edit=small_cap)
+    for res, ev, _ in out:
+        cut = [e for e in ev if e["event"] == "request" and e["status"] == "truncated"]
+        assert cut and all(e["tries"] == 1 and e["output_tokens"] == 20 for e in cut)
+        judged = {(e["node"], e["attempt"]) for e in ev if e["event"] == "verdict"}
+        assert {(e["node"], e["attempt"]) for e in cut} <= judged
+    assert len(world.seen) <= sum(e.get("tries") or 0 for _, ev, _ in out for e in ev if e["event"] == "request")
+
+
+def test_the_request_ceiling_takes_the_pair_out_with_its_reason():
+    pool, wf = workflow()
+    B, D = nominal(wf)
+    out, world = hostile_runs(wf, pool, "sequential", 2 * B, 50 * D, [0], classes=("http_500",),
+                              options=Options(backoff_base_s=0.001, max_requests_per_pair=3, down_after=100))
+    res, ev, _ = out[0]
+    assert len(world.seen) <= 3 * 2  # two ready nodes at most, three requests each
+    assert res.termination == "refused" and "ceiling" in res.message
+    assert any(e["event"] == "request" and e["status"] == "request_ceiling" for e in ev)
+
+
+def test_an_exception_inside_a_verdict_is_a_verdict_line_and_the_batch_goes_on(monkeypatch):
+    from executor import verifiers
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("verifier bug")
+
+    monkeypatch.setattr(verifiers, "judge", broken)
+    pool, wf = workflow()
+    B, D = nominal(wf)
+    out, world = hostile_runs(wf, pool, "sequential", 1.0 * B, 5 * D, [0], classes=("ok",))
+    res, ev, _ = out[0]
+    verdicts = [e for e in ev if e["event"] == "verdict"]
+    assert verdicts and all(e["reason"].startswith("executor_error: RuntimeError") for e in verdicts)
+    assert ev[-1]["event"] == "end" and res.termination in ("budget_exhausted", "deadline_exhausted")
+
+
+def test_a_401_names_the_key_variable(tmp_path):
+    from tests.fake_openai_server import FakeServer, Reply
+
+    with FakeServer(lambda body, n: Reply(status=401, text='{"error": {"message": "Incorrect API key"}}')) as srv:
+        pool, wf = workflow()
+        B, D = nominal(wf)
+        base = srv.base_url
+
+        def at_fake(eps):
+            return {m: replace(e, base_url=base, api_key_env="MCPP_TEST_KEY_401") for m, e in eps.items()}
+
+        import os
+
+        os.environ["MCPP_TEST_KEY_401"] = "wrong"
+        try:
+            out, world = hostile_runs(wf, pool, "sequential", B, 5 * D, [0], endpoints_edit=at_fake)
+        finally:
+            del os.environ["MCPP_TEST_KEY_401"]
+    res = out[0][0]
+    assert res.termination == "refused" and "$MCPP_TEST_KEY_401" in res.message and "Incorrect API key" in res.message
