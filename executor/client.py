@@ -244,7 +244,10 @@ async def try_once(http: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], 
     if 200 < status < 300 or 300 <= status < 400:
         return TryResult("invalid_json", status_code=status, detail=f"HTTP {status} is not an answer",
                          billing=UNBILLED)
-    return classify_error(status, raw, rheaders)
+    res = classify_error(status, raw, rheaders)
+    if ep.errors_may_bill and res.kind == "http_5xx":  # a gateway's 5xx may hide tries the backend billed
+        res.billing = UNBILLED
+    return res
 
 
 def backoff_s(tries: int, retry_after: float | None, base: float, cap: float, rng: random.Random) -> float:

@@ -14,6 +14,7 @@ TOML (read with the standard library's ``tomllib``), one table per model id::
     # optional:
     token_param = "max_tokens"              # or "max_completion_tokens" (OpenAI's reasoning models)
     max_response_bytes = 131072             # answers larger than this are cut (default: 32 x max_tokens, >= 64 KiB)
+    errors_may_bill = false                 # true behind a gateway that retries: a 5xx may hide billed tries
 
 Every field is required (a missing one, a negative price or a non-positive
 limit is refused with the file and the item), so that the worst-case cost of
@@ -34,7 +35,7 @@ from simulator.base.errors import ConfigError
 
 FIELDS = ("base_url", "model", "api_key_env", "input_price_per_1m", "output_price_per_1m", "concurrency",
           "max_tokens", "request_timeout_s")
-OPTIONAL = ("token_param", "max_response_bytes")
+OPTIONAL = ("token_param", "max_response_bytes", "errors_may_bill")
 TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
 
 
@@ -53,6 +54,7 @@ class Endpoint:
     request_timeout_s: float
     token_param: str = "max_tokens"
     max_response_bytes: int = 0  # 0: the default cap (executor.client.response_cap)
+    errors_may_bill: bool = False  # a 5xx answer is possibly billed (a gateway may have retried a billed request)
 
     @property
     def url(self) -> str:
@@ -104,6 +106,9 @@ def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
         cap = row.get("max_response_bytes", 0)
         if "max_response_bytes" in row:
             cap = int(_number(path, where, "max_response_bytes", cap, integer=True, positive=True))
+        may_bill = row.get("errors_may_bill", False)
+        if not isinstance(may_bill, bool):
+            raise ConfigError(f"{path}: {where}: errors_may_bill must be true or false, got {may_bill!r}")
         out[str(model_id)] = Endpoint(
             model_id=str(model_id),
             base_url=row["base_url"],
@@ -116,6 +121,7 @@ def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
             request_timeout_s=_number(path, where, "request_timeout_s", row["request_timeout_s"], positive=True),
             token_param=token_param,
             max_response_bytes=cap,
+            errors_may_bill=may_bill,
         )
     return out
 
@@ -167,5 +173,7 @@ def endpoints_toml(endpoints: Iterable[Endpoint]) -> str:
             lines.append(f"token_param = {_toml_value(ep.token_param)}")
         if ep.max_response_bytes:
             lines.append(f"max_response_bytes = {ep.max_response_bytes}")
+        if ep.errors_may_bill:
+            lines.append("errors_may_bill = true")
         lines.append("")
     return "\n".join(lines)

@@ -329,7 +329,7 @@ def test_an_answer_cut_at_the_endpoints_own_cap_is_judged_never_retried():
 
     out, world = hostile_runs(wf, pool, "sequential", 2 * B, 3 * D, [0, 1], classes=("ok",),
                               endpoints_edit=small_cap)
-    for res, ev, _ in out:
+    for _res, ev, _ in out:
         cut = [e for e in ev if e["event"] == "request" and e["status"] == "truncated"]
         assert cut and all(e["tries"] == 1 and e["output_tokens"] == 20 for e in cut)
         judged = {(e["node"], e["attempt"]) for e in ev if e["event"] == "verdict"}
@@ -384,3 +384,28 @@ def test_a_401_names_the_key_variable(tmp_path):
             del os.environ["MCPP_TEST_KEY_401"]
     res = out[0][0]
     assert res.termination == "refused" and "$MCPP_TEST_KEY_401" in res.message and "Incorrect API key" in res.message
+
+
+def test_behind_a_gateway_a_5xx_may_hide_billed_tries():
+    pool, wf = workflow()
+    B, D = nominal(wf)
+
+    def gateway(eps):
+        return {m: replace(e, errors_may_bill=True) for m, e in eps.items()}
+
+    out, world = hostile_runs(wf, pool, "sequential", 2 * B, 50 * D, [0], classes=("http_500",),
+                              endpoints_edit=gateway, options=Options(backoff_base_s=0.001, down_after=100))
+    res, ev, _ = out[0]
+    assert res.unbilled > 0 and res.spent + res.unbilled <= 2 * B
+    assert len(world.seen) * max(e.get("max_tokens", 0) for e in ev if e["event"] == "request") >= res.unbilled > 0
+
+
+def test_errors_may_bill_must_be_a_boolean():
+    from executor.endpoints import parse_endpoints
+    from simulator.base.errors import ConfigError
+
+    row = {"base_url": "http://x/v1", "model": "m", "api_key_env": "", "input_price_per_1m": 0,
+           "output_price_per_1m": 1, "concurrency": 1, "max_tokens": 10, "request_timeout_s": 1,
+           "errors_may_bill": "yes"}
+    with pytest.raises(ConfigError, match="errors_may_bill must be true or false"):
+        parse_endpoints({"models": {"m": row}}, "e.toml")
