@@ -47,7 +47,8 @@ def _kill_group(pgid: int) -> None:
 
 
 @atexit.register
-def _kill_all() -> None:
+def kill_all() -> None:
+    """Kill the process group of every verifier command still running."""
     for pgid in list(_GROUPS):
         _kill_group(pgid)
 

@@ -237,3 +237,87 @@ def test_demo_states_one_episode_per_method_and_units(tmp_path):
 
 def test_options_default_ceiling_is_stated():
     assert Options().max_requests_per_pair == 64
+
+
+def test_the_process_is_gone_within_the_slack_while_a_verifier_hangs(tmp_path):
+    """``executor run`` with a verifier that sleeps: from the run's start to the process's exit <= deadline + 0.5 s."""
+    marker = "95.456"
+    tasks = _tasks(tmp_path, {"command": ["/bin/sh", "-c", f"sleep {marker}"], "timeout_s": 60})
+    trace = tmp_path / "t.jsonl"
+    deadline_s = 1.0
+    with WorldProcess(tmp_path, time_scale=0.05) as world:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "executor", "run", "--pool", POOL, "--endpoints", str(world.endpoints),
+             "--tasks", tasks, "--budget-ratio", "2", "--deadline", str(deadline_s), "--time-scale", "0.05",
+             "--method", "sequential", "--trace", str(trace)], cwd=ROOT, env=ENV,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t0 = time.monotonic()
+        while not (trace.exists() and trace.stat().st_size) and time.monotonic() - t0 < 60:
+            time.sleep(0.002)  # the run event: the deadline's clock has started
+        t_run = time.perf_counter()
+        out, err = proc.communicate(timeout=60)
+        took = time.perf_counter() - t_run
+    assert proc.returncode == 0 and "deadline_exhausted" in err, err
+    assert took <= deadline_s + SLACK_S, took
+    assert _left(f"sleep {marker}") == []
+
+
+@pytest.mark.slow
+def test_200_runs_sharing_the_planner_thread_keep_their_deadline_under_cpu_load():
+    import asyncio
+
+    from executor.agree import http_client
+    from executor.clock import Clock
+    from executor.live import LiveRun
+    from executor.trace import Trace
+    from executor.world import World
+
+    pool, wf = workflow()
+    B, D = nominal(wf)
+    scale, deadline = 0.05, 0.6 * D  # about 1.5 wall s: most runs end at the deadline, many with plans pending
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+
+    async def go():
+        clock = Clock(scale)
+        world = World(pool, seed=3, clock=clock, tasks={0: wf.tasks})
+        await world.start()
+        eps = {e.model_id: e for e in world.endpoints()}
+
+        async def one(trial):
+            async with http_client() as http:
+                return await LiveRun(wf, eps, "mc_portfolio_rollout", 2 * B, deadline, http=http, clock=clock,
+                                     trace=Trace(None), params={"M": 8}, trial=trial,
+                                     options=Options(warm_up=trial == 0)).run()
+
+        first = await one(0)  # compiles (or loads) the kernels before the crowd starts
+        try:
+            return [first, *await asyncio.gather(*(one(t) for t in range(1, 200)))]
+        finally:
+            await world.stop()
+
+    try:
+        results = asyncio.run(go())
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    late = [r.wall_s - deadline * scale for r in results if r.wall_s > deadline * scale + SLACK_S]
+    assert not late, (len(late), max(late))
+    assert sum(r.termination == "deadline_exhausted" for r in results) > 0
+
+
+@pytest.mark.slow
+def test_the_deadlines_clock_starts_after_every_kernel_is_compiled(tmp_path):
+    """A cold numba cache (a fresh clone): compiling is done before the run event, not charged to the run."""
+    trace = tmp_path / "t.jsonl"
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "numba_cache")}
+    with WorldProcess(tmp_path, time_scale=1.0) as world:
+        r = subprocess.run(
+            [sys.executable, "-m", "executor", "run", "--pool", POOL, "--endpoints", str(world.endpoints),
+             "--budget-ratio", "2", "--deadline-ratio", "3", "--method", "sequential", "--trace", str(trace)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    ev = events(trace)
+    first_plan = next(e for e in ev if e["event"] == "plan")
+    assert first_plan["t"] < 0.15, first_plan  # no compilation between the run's start and its first decision
+    assert first_plan["planner_ms"] < 150, first_plan
