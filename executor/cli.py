@@ -240,7 +240,7 @@ def cmd_demo(argv: Sequence[str]) -> int:
     budget, deadline = budget_and_deadline(ns, wf, 1.0)
     out_dir = Path(args.trace_dir or tempfile.mkdtemp(prefix="executor_demo_"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    params = {"M": 16}
+    params: dict = {}  # MCPP with its defaults, as the docs' first example
     summaries = {}
     print(f"demo: one live episode per method on DAG {dag} ({wf.stats.problem_id}, {wf.stats.n_nodes} nodes), "
           f"budget {budget:.0f} tokens, deadline {deadline:.1f} model seconds ({deadline * args.time_scale:.1f} wall s "
