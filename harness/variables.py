@@ -271,6 +271,7 @@ _MCPP_HELP = {
     "halving_eta": "MCPP halving: keep 1/eta per round",
     "halving_rounds": "MCPP halving: rounds",
     "time_limit_ms": "MCPP anytime planner: wall-time limit per decision in ms (off = the faithful planner)",
+    "sim_limit": "MCPP anytime planner, deterministic: at most N simulations per decision (off = the faithful planner)",
     "reuse": "MCPP option: `state` keys decisions by the planner state and reuses them when a state repeats",
 }
 

@@ -149,3 +149,40 @@ def test_race_stops_at_the_deadline_and_prefers_a_sure_pair():
     res = race(evaluate, pc, np.zeros(200, dtype=np.int64), pc, 64, 2, 0.05, 1.0, Rates(1), clock=lambda: now[0])
     assert res.simulations > 0 and p_true[res.pair] == 0.9
     assert res.interval[0] == pytest.approx(wilson_bounds(np.array([res.wins]), np.array([res.n]))[0][0])
+
+
+def test_a_simulation_limit_is_deterministic_whatever_the_clock():
+    """``sim_limit``: the same pairs get the same simulations on a fast or a slow machine (paired live runs)."""
+    import math
+
+    from simulator.mcpp.anytime import Rates, race
+
+    def evaluate(pc, pm, lo, hi, parallel):  # wins of simulations lo..hi-1: a fixed function of the pair
+        return ((pc * 7 + pm * 3 + lo) % (hi - lo + 1)).astype(np.int64)
+
+    n = 40
+    pair_c, pair_m, order = np.arange(n) // 4, np.arange(n) % 4, np.arange(n)
+    results = []
+    for step in (1e-7, 1e-3, 0.05):  # a fast machine, a slow one, a very loaded one
+        t = [0.0]
+
+        def clock(step=step):
+            t[0] += step
+            return t[0]
+
+        results.append(race(evaluate, pair_c, pair_m, order, 64, 2, 0.05, math.inf, Rates(2), clock, sim_limit=500))
+    assert results[0] == results[1] == results[2]
+    assert results[0].limit_hit and results[0].simulations <= 500
+
+
+def test_sim_limit_is_a_parameter_of_its_own():
+    from simulator.base.errors import ConfigError
+    from simulator.mcpp.params import resolve_params
+
+    p = resolve_params({"sim_limit": "300"})
+    assert p.sim_limit == 300 and p.anytime and p.record()["sim_limit"] == 300
+    assert "sim_limit" not in resolve_params({}).record()  # the faithful records keep their fields
+    with pytest.raises(ConfigError, match="give one"):
+        resolve_params({"sim_limit": 300, "time_limit_ms": 50})
+    with pytest.raises(ConfigError, match="sim_limit must be"):
+        resolve_params({"sim_limit": 0})

@@ -307,8 +307,15 @@ def race(
     deadline: float,
     rates: Rates,
     clock: Callable[[], float] = time.perf_counter,
+    sim_limit: int | None = None,
 ) -> AnytimeResult:
     """Successive halving with racing over the pairs ``order`` (best-ranked first) until ``deadline``.
+
+    ``sim_limit`` (with ``deadline`` = inf) is the deterministic form of the
+    limit: the race stops before a chunk would pass that many simulations in
+    all, so which pairs get how many simulations depends on the state alone
+    (chunk sizes still follow the measured rates, but a chunk only groups
+    simulations that would run anyway: every simulation has its own key).
 
     ``order`` lists the pair indices to simulate (the others were pruned);
     ``evaluate(pc, pm, s_lo, s_hi, parallel)`` returns the wins of
@@ -347,6 +354,11 @@ def race(
                     if size < 1:
                         limit_hit = True
                         break
+            if sim_limit is not None:
+                size = min(size, (sim_limit - total) // per_pair)
+                if size < 1:
+                    limit_hit = True
+                    break
             idx = alive[i : i + size]
             t0 = clock()
             wins[idx] += evaluate(pair_c[idx], pair_m[idx], done, target, parallel)

@@ -42,6 +42,7 @@ ENV_VARS: dict[str, str] = {
     "MC_PORTFOLIO_HALVING_ETA": "halving_eta",
     "MC_PORTFOLIO_HALVING_ROUNDS": "halving_rounds",
     "MC_PORTFOLIO_TIME_LIMIT_MS": "time_limit_ms",
+    "MC_PORTFOLIO_SIM_LIMIT": "sim_limit",
     "MC_PORTFOLIO_REUSE": "reuse",
 }
 
@@ -66,7 +67,14 @@ class MCPPParams:
     halving_eta: int = 2
     halving_rounds: int = 4
     time_limit_ms: float | None = None  # anytime planner: per-decision wall-time limit (None = faithful)
+    #: anytime planner, deterministic form: at most this many simulations per decision, the same anytime order
+    sim_limit: int | None = None
     reuse: str = "off"  # "state": decisions keyed by, and reused across, identical planner states
+
+    @property
+    def anytime(self) -> bool:
+        """The anytime planner (a wall-time or a simulation limit per decision) instead of the faithful one."""
+        return self.time_limit_ms is not None or self.sim_limit is not None
 
     @property
     def exact_cap(self) -> int:
@@ -83,6 +91,8 @@ class MCPPParams:
         if self.time_limit_ms is None:
             # absent, not null, when off: the faithful default's records stay byte-identical
             del d["time_limit_ms"]
+        if self.sim_limit is None:
+            del d["sim_limit"]
         if self.reuse == "off":
             del d["reuse"]  # likewise
         return d
@@ -154,6 +164,10 @@ def resolve_params(params: Mapping[str, Any] | None = None, **overrides: Any) ->
         out["time_limit_ms"] = check_number(
             raw["time_limit_ms"], "MCPP parameter time_limit_ms", lo=0.0, lo_inclusive=False
         )
+    if raw.get("sim_limit") not in (None, ""):
+        out["sim_limit"] = _int("sim_limit", raw["sim_limit"])
+        if "time_limit_ms" in out:
+            raise ConfigError("MCPP parameters time_limit_ms and sim_limit are two forms of one limit: give one")
     for name, choices in (
         ("candidate_generator", CANDIDATE_GENERATORS),
         ("evaluation", EVALUATIONS),
@@ -201,6 +215,11 @@ def add_mcpp_arguments(parser: argparse.ArgumentParser) -> None:
         "--mc-portfolio-time-limit-ms",
         metavar="MS",
         help="anytime planner: wall-time limit per decision in ms (default: off, the faithful planner)",
+    )
+    g.add_argument(
+        "--mc-portfolio-sim-limit",
+        metavar="N",
+        help="anytime planner, deterministic: at most N simulations per decision (repeatable, unlike a time limit)",
     )
     g.add_argument(
         "--mc-portfolio-reuse",

@@ -210,7 +210,7 @@ class MCPortfolioPolicy:
         if self._tables is None or self._tables.arr is not parr:
             self._tables = _EpisodeTables(parr)
             self._models = self.model_positions(parr)
-        if self.params.time_limit_ms is not None:  # built here, outside the first decision's time limit
+        if self.params.anytime:  # built here, outside the first decision's time limit
             self._tables.member_tables(self.members())
             if not self._loaded:  # load the compiled helpers of a decision (the kernels: at the first decision)
                 candidates_key(seed, dag, trial, 0)
@@ -244,7 +244,7 @@ class MCPortfolioPolicy:
             p + "wall_ms_max": float(max(d.wall_ms for d in ds)) if ds else 0.0,
             p + "params": {**self.params.record(), "model_ids": self.resolved_model_ids()},
         }
-        if self.params.time_limit_ms is not None:  # only then: the faithful records keep their fields
+        if self.params.anytime:  # only then: the faithful records keep their fields
             any_ = [d.anytime for d in ds if d.anytime is not None]
             out[p + "anytime_limit_hits"] = int(sum(a["limit_hit"] for a in any_))
             out[p + "anytime_interval_first"] = any_[0]["interval"] if any_ else None
@@ -309,9 +309,11 @@ class MCPortfolioPolicy:
         pair_m = np.tile(np.arange(Pm, dtype=np.int64), C)
         anytime = None
         best_n = P.M
-        if P.time_limit_ms is not None:
-            # the race aims 3% early: the choice and the return take a little time too
-            res, load_ms = self._anytime(evaluate_on, dec, members, pair_c, pair_m, t0 + 0.97 * P.time_limit_ms / 1000.0)
+        if P.anytime:
+            # the race aims 3% early: the choice and the return take a little time too; a simulation limit has no
+            # clock (the same state gives the same decision, whatever the machine's load)
+            stop = t0 + 0.97 * P.time_limit_ms / 1000.0 if P.time_limit_ms is not None else math.inf
+            res, load_ms = self._anytime(evaluate_on, dec, members, pair_c, pair_m, stop)
             best_i, best_wins, n_sims, best_n = res.pair, res.wins, res.simulations, max(res.n, 1)
             n_pairs_eval = C * Pm
             anytime = {**res.record(), "load_ms": load_ms}  # load_ms: first-call loading, outside the limit
@@ -418,7 +420,7 @@ class MCPortfolioPolicy:
             budget=float(view.budget_left),
             horizon=float(view.deadline - view.t),
             key=np.uint64(make_key(view.seed, view.dag, key_trial, STREAM_PLANNER, key_decision, 0, 0)),
-            crn=P.evaluation in ("crn", "crn_halving") or P.time_limit_ms is not None,
+            crn=P.evaluation in ("crn", "crn_halving") or P.anytime,
             prune=self.prune,
             max_steps=int(P.max_rollout_steps),
             per_attempt=self.per_attempt,
@@ -445,7 +447,8 @@ class MCPortfolioPolicy:
         else:
             t_load = time.perf_counter()
         load_s = time.perf_counter() - t_load
-        res = race(evaluate_on, pair_c, pair_m, order, P.M, P.halving_eta, P.delta, deadline + load_s, self._rates)
+        res = race(evaluate_on, pair_c, pair_m, order, P.M, P.halving_eta, P.delta, deadline + load_s, self._rates,
+                   sim_limit=P.sim_limit)
         return res, load_s * 1000.0
 
     def _halving(self, evaluate, pair_c: np.ndarray, pair_m: np.ndarray) -> tuple[int, int, int]:

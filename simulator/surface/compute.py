@@ -73,7 +73,7 @@ def route_of(method: str, settings: RunSettings, policy=None) -> str:
 def tree_ready(policy: MCPortfolioPolicy) -> bool:
     """The options the all-cells decision reproduces exactly (the others are decided cell by cell)."""
     P = policy.params
-    return P.evaluation in ("faithful", "crn") and P.reuse == "off" and P.time_limit_ms is None
+    return P.evaluation in ("faithful", "crn") and P.reuse == "off" and not P.anytime
 
 
 def method_surface(
