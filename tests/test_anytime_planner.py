@@ -164,9 +164,7 @@ def test_a_simulation_limit_is_deterministic_whatever_the_clock():
     pair_c, pair_m, order = np.arange(n) // 4, np.arange(n) % 4, np.arange(n)
     results = []
     for step in (1e-7, 1e-3, 0.05):  # a fast machine, a slow one, a very loaded one
-        t = [0.0]
-
-        def clock(step=step):
+        def clock(step=step, t=[0.0]):  # noqa: B006 (one mutable clock per machine)
             t[0] += step
             return t[0]
 
