@@ -17,7 +17,7 @@ from pathlib import Path
 
 from executor.agree import agree, format_agreement, http_client, live_episodes
 from executor.clock import Clock
-from executor.endpoints import check_keys, endpoints_toml, load_endpoints
+from executor.endpoints import check_keys, load_endpoints
 from executor.inputs import (
     budget_and_deadline,
     check_method,
@@ -29,9 +29,8 @@ from executor.inputs import (
 )
 from executor.live import EXIT_CODES, LiveRun, Options
 from executor.trace import Trace, format_summary, read_trace, summarize
-from executor.world import Faults, World, stats_dict
+from executor.world import Faults, World, serve_until_stopped, stats_dict
 from simulator.base.errors import ConfigError, cli_entry
-from simulator.base.io_utils import atomic_write_text
 from simulator.base.settings import check_seed
 from simulator.mcpp.params import MCPP, add_mcpp_arguments, mcpp_params_from_args, resolve_params
 
@@ -180,20 +179,8 @@ def cmd_world(argv: Sequence[str]) -> int:
 
     async def serve():
         world = World(pool, seed=seed, clock=Clock(args.time_scale), faults=faults, usage=args.usage, tasks=tasks)
-        port = await world.start(port=args.port)  # a busy port: one line (ConfigError)
-        if args.write_endpoints:
-            atomic_write_text(args.write_endpoints, endpoints_toml(world.endpoints()))
-        print(f"loopback world on http://127.0.0.1:{port}/v1 ({len(pool)} DAGs, time scale {args.time_scale:g})",
-              flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await asyncio.wait_for(stop.wait(), args.max_seconds)
-        except TimeoutError:
-            pass
-        await world.stop()
+        await serve_until_stopped(world, args.port, args.write_endpoints, args.max_seconds, lambda port: (
+            f"loopback world on http://127.0.0.1:{port}/v1 ({len(pool)} DAGs, time scale {args.time_scale:g})"))
         print(f"world stopped: {json.dumps(stats_dict(world))}", flush=True)
 
     asyncio.run(serve())

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 import time
 from collections import Counter
@@ -45,7 +44,7 @@ import numpy as np
 import orjson
 
 from executor.clock import Clock
-from executor.world import Call, Reply, World, error_body, error_reply
+from executor.world import Call, Reply, World, error_body, error_reply, serve_until_stopped
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.rng import make_key, uniform
 from simulator.pools.pool import Pool
@@ -370,7 +369,6 @@ def _weights(text: str) -> dict[str, float]:
 
 @cli_entry
 def main(argv: Sequence[str] | None = None) -> int:
-    from executor.endpoints import endpoints_toml
     from executor.inputs import load_dag, make_workflow
     from simulator.base.io_utils import atomic_write_text
     from simulator.base.settings import check_seed
@@ -409,20 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         world = HostileWorld(pool, classes=classes, schedule=schedule, trickle_interval_s=args.trickle_interval,
                              oversized_bytes=int(args.oversized_mb * (1 << 20)), seed=seed,
                              clock=Clock(args.time_scale), usage=args.usage, tasks=tasks)
-        port = await world.start(port=args.port)
-        if args.write_endpoints:
-            atomic_write_text(args.write_endpoints, endpoints_toml(world.endpoints()))
-        print(f"hostile world on http://127.0.0.1:{port}/v1 ({len(pool)} DAGs, classes "
-              f"{','.join(f'{c}:{w:g}' for c, w in classes.items())}, time scale {args.time_scale:g})", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await asyncio.wait_for(stop.wait(), args.max_seconds)
-        except TimeoutError:
-            pass
-        await world.stop()
+        mix = ",".join(f"{c}:{w:g}" for c, w in classes.items())
+        await serve_until_stopped(world, args.port, args.write_endpoints, args.max_seconds, lambda port: (
+            f"hostile world on http://127.0.0.1:{port}/v1 ({len(pool)} DAGs, classes {mix}, "
+            f"time scale {args.time_scale:g})"))
         if args.record:
             atomic_write_text(args.record, json.dumps(world.record_dict()))
         print(f"hostile world stopped: {json.dumps({'served': dict(world.served), 'billed': sum(world.bill.values())})}",

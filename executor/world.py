@@ -594,3 +594,27 @@ def stats_dict(world: World) -> dict[str, Any]:
     s = world.stats
     return {"requests": s.requests, "answered": s.answered, "faults": dict(s.faults),
             "peak_in_flight": s.peak_in_flight, "billed_tokens": s.billed_tokens}
+
+
+async def serve_until_stopped(world: World, port: int, write_endpoints: str | None, max_seconds: float,
+                              banner: Callable[[int], str]) -> None:
+    """Serve ``world`` from a shell: listen, write its endpoints file, print ``banner(port)``, stop on SIGINT,
+    SIGTERM or after ``max_seconds`` (the ``world`` command and ``python -m executor.hostile``)."""
+    import signal
+
+    from executor.endpoints import endpoints_toml
+    from simulator.base.io_utils import atomic_write_text
+
+    port = await world.start(port=port)  # a busy port: one line (ConfigError)
+    if write_endpoints:
+        atomic_write_text(write_endpoints, endpoints_toml(world.endpoints()))
+    print(banner(port), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await asyncio.wait_for(stop.wait(), max_seconds)
+    except TimeoutError:
+        pass
+    await world.stop()
