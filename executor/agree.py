@@ -29,6 +29,7 @@ from executor.trace import drain as drain_traces
 from executor.world import World
 from simulator.baselines.compiled import AtomicBaseline, static_plan
 from simulator.engine.episode import run_policy_episode
+from simulator.engine.loop import REASONS
 from simulator.engine.registry import PER_ATTEMPT
 from simulator.methods import method_spec
 from simulator.simulate import simulate_method
@@ -54,6 +55,7 @@ def http_client() -> httpx.AsyncClient:
 class Side:
     on_time: np.ndarray
     spend: np.ndarray
+    terminations: list[str] | None = None  # per trial (paired comparisons)
 
     @property
     def n(self) -> int:
@@ -112,11 +114,26 @@ def simulated_side(wf: Workflow, method: str, budget: float, deadline: float, ru
         res = [run_policy_episode(wf.arr, policy, budget, deadline, seed, wf.dag_row, t, launch=PER_ATTEMPT)
                for t in trials]
         on_time = np.array([r.success and r.makespan <= deadline for r in res])
-        return Side(on_time, np.array([r.total_cost for r in res]))
+        terms = ["deadline_exhausted" if r.success and r.makespan > deadline else r.termination_reason for r in res]
+        return Side(on_time, np.array([r.total_cost for r in res]), terms)
     batch = simulate_method(wf.arr, method, budget, deadline, trials, seed, wf.dag_row, params,
                             model_names=wf.stats.model_ids)
-    on_time, _, _ = batch.scored(deadline)
-    return Side(np.asarray(on_time, dtype=bool), np.asarray(batch.total_cost, dtype=float))
+    on_time, reason, _ = batch.scored(deadline)
+    return Side(np.asarray(on_time, dtype=bool), np.asarray(batch.total_cost, dtype=float),
+                [REASONS[int(c)] for c in reason])
+
+
+def paired(live: Side, sim: Side, limit: int = 10) -> dict[str, Any]:
+    """Trial by trial (the world drawing from the simulated trial's key): how many end the same way.
+
+    A trial is identical when its on-time outcome and its termination agree;
+    the first differing trials are listed with both ends.
+    """
+    same = [bool(a == b and ta == tb) for a, b, ta, tb in zip(live.on_time, sim.on_time, live.terminations or [],
+                                                              sim.terminations or [], strict=True)]
+    differ = [{"trial": t, "live": [bool(live.on_time[t]), live.terminations[t]],
+               "simulated": [bool(sim.on_time[t]), sim.terminations[t]]} for t, s in enumerate(same) if not s]
+    return {"identical": int(sum(same)), "n": len(same), "first_differing": differ[:limit]}
 
 
 async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline: float, runs: int, *,
@@ -174,9 +191,11 @@ def agree(wf: Workflow, pool, method: str, budget: float, deadline: float, runs:
                                                options=options))
     endpoints = {e.model_id: e for e in world.endpoints()}
     billed = np.array([world_bill(world, wf, t, endpoints) for t in range(runs)])
-    live = Side(np.array([r.on_time for r in results]), billed)
+    live = Side(np.array([r.on_time for r in results]), billed, [r.termination for r in results])
     sim = simulated_side(wf, method, budget, deadline, runs, seed, params)
     out = compare(live, sim, z)
+    if ws == seed:  # the same draws on both sides: compare trial by trial
+        out["paired"] = paired(live, sim)
     ledger = np.array([r.spent for r in results])
     out["ledger_spent"] = {"live": float(ledger.mean()), "live_se": float(ledger.std(ddof=1) / math.sqrt(runs)),
                            "unbilled_mean": float(np.mean([r.unbilled for r in results]))}
@@ -215,5 +234,11 @@ def format_agreement(r: dict[str, Any]) -> str:
                  f"the executor's ledger: spent {led['live']:.4f} +- {led['live_se']:.4f}, "
                  f"unbilled (cancelled) {led['unbilled_mean']:.4f}")
     lines.append(f"live terminations: {r['live_terminations']}")
+    if "paired" in r:
+        p = r["paired"]
+        lines.append(f"paired: {p['identical']} of {p['n']} trials identical (same on-time outcome and termination)")
+        for d in p["first_differing"]:
+            lines.append(f"  trial {d['trial']}: live on_time={d['live'][0]} {d['live'][1]}, "
+                         f"simulated on_time={d['simulated'][0]} {d['simulated'][1]}")
     lines.append("PASS" if r["pass"] else f"FAIL: a difference exceeds {r['z']:g} SE")
     return "\n".join(lines)
