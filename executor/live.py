@@ -55,6 +55,7 @@ can follow them, and ``docs/executor.md`` lists where it cannot:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import Counter
@@ -79,7 +80,7 @@ from executor.client import (
 from executor.clock import Clock
 from executor.endpoints import Endpoint
 from executor.estimates import Observations, Residuals, posterior_arrays
-from executor.ledger import HELD, SETTLED, UNBILLED, Ledger, Reservation
+from executor.ledger import HELD, SETTLED, UNBILLED, Ledger, Reservation, billing_of
 from executor.offload import PLANNER
 from executor.tasks import Task
 from executor.trace import Trace
@@ -688,7 +689,7 @@ class LiveRun:
                     self.pair_requests[(v, j)] += 1
                     out.tries += 1
                     sent[0], in_try = False, True
-                    r = await try_once(self.http, ep, body, headers, timeout, msgs, sent)
+                    r = await self._try(ep, body, headers, timeout, msgs, sent)
                     in_try = False
                 out.http_status = r.status_code
                 if r.kind != "ok":
@@ -764,6 +765,26 @@ class LiveRun:
                              faults=dict(out.faults))
             self.ledger()
         return out
+
+    async def _try(self, ep: Endpoint, body, headers, timeout: float, msgs, sent: list[bool]) -> TryResult:
+        """One try. On a pausable clock (``agree``) its timeout runs on that clock, as the world's answers do: a
+        planner pause stops both, so a fault-free world never times out because other runs were planning."""
+        if not self.clock.pausable:
+            return await try_once(self.http, ep, body, headers, timeout, msgs, sent)
+        attempt = asyncio.ensure_future(try_once(self.http, ep, body, headers, 3600.0, msgs, sent))
+        timer = asyncio.ensure_future(self.clock.sleep_until(self.clock.now() + timeout / self.clock.scale))
+        try:
+            await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not attempt.done():
+                attempt.cancel()
+        if not attempt.cancelled() and attempt.done():
+            return attempt.result()
+        with contextlib.suppress(asyncio.CancelledError):
+            await attempt
+        return TryResult("timeout", detail=f"no whole answer within {timeout:.3g} s of model time x scale",
+                         billing=billing_of(sent[0], False, False))
 
     def end_batch(self, v: int) -> None:
         b = self.batches.pop(v, None)

@@ -154,7 +154,8 @@ def test_oversized_streams_past_any_sane_answer_then_closes(hw):
             with pytest.raises(httpx.RemoteProtocolError):
                 for piece in r.iter_raw():
                     n += len(piece)
-        assert n >= OVERSIZED and "content-length" not in r.headers
+        # past any sane answer (the last piece may be lost with the close)
+        assert n >= OVERSIZED - (1 << 20) and "content-length" not in r.headers
         with c.stream("POST", f"{hw.url}/chat/completions", json={  # a client that stops early
                 "model": "30B_ins", "messages": MSG, "max_tokens": 50,
                 "mcpp": {"dag": 0, "node": 1, "trial": CLASSES.index("oversized"), "attempt": 1}}) as r:

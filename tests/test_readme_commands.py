@@ -141,7 +141,7 @@ def test_readme_one_off_questions_answer(tmp_path):
     outs = []
     for line in lines:
         words = shlex.split(line)
-        assert words[:3] == ["python", "-m", "simulator"], line
+        assert words[0] == "python" and words[1:3] == ["-m", "simulator"], line
         outs.append(_run([sys.executable, *words[1:]], env, cwd=tmp_path).stdout)
     validate, simulate, simulate_json, plan, predict = outs
     assert "examples/example_pool.jsonl: OK" in validate and "DAGs: 24" in validate
