@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, chain_dag
+from tests.dags import chain_dag
+from tests.harness_util import ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "example_pool.jsonl")
 

@@ -12,9 +12,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import ROOT, chain_dag
 
 from simulator.base.errors import ConfigError
+from tests.dags import chain_dag
+from tests.harness_util import ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "example_pool.jsonl")
 
@@ -92,9 +93,8 @@ def test_event_limit_ends_a_hopeless_episode():
     """p > 0 but tiny, attempts free: the episode would run ~1e12 events; the hard bound ends it."""
     r = run_code("""
         import json, sys
-        sys.path.insert(0, "tests")
         import numpy as np
-        from conftest import chain_dag
+        from tests.dags import chain_dag
         from simulator.pools.pool import pool_from_objects
         from simulator.costs.arrays import build_arrays, CostSetting
         from simulator.engine.loop import MAX_EVENTS, REASONS
