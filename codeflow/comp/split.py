@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m codeflow.comp_split codeflowbench_comp_test.json --out-dir shards/ \\
+    python -m codeflow.comp.split codeflowbench_comp_test.json --out-dir shards/ \\
         --items-per-shard 50 [--start 0] [--end 462] [--tag-source-index] [--progress-every 100]
 
 Reads the array element by element (``json.JSONDecoder.raw_decode`` on a
@@ -198,7 +198,7 @@ def _split_into(path: str | Path, out_dir: Path, per_shard: int, start: int, end
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m codeflow.comp_split",
+        prog="python -m codeflow.comp.split",
         description="Split a large top-level JSON array into shards of N elements, streaming.")
     ap.add_argument("input", help="JSON file holding one top-level array")
     ap.add_argument("--out-dir", required=True)
