@@ -323,11 +323,35 @@ def test_bundled_examples_are_synthetic_and_valid():
         assert (len(pool.model_ids) == 4) == multi
 
 
-def test_help_exits_cleanly(capsys):
+def test_help_exits_cleanly_and_its_examples_write_what_they_ask(tmp_path, capsys):
+    """``--help`` exits 0, and every example in it, run, writes a pool of the topologies it names."""
     with pytest.raises(SystemExit) as exc:
         syn.main(["--help"])
     assert exc.value.code == 0
-    assert "SYNTHETIC" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "SYNTHETIC" in text
+    examples = [line.strip() for line in text.replace("\\\n", " ").splitlines()
+                if line.strip().startswith("python -m poolbuild.synthetic")]
+    assert len(examples) == 4
+    lib = tmp_path / "lib.csv"
+    lib.write_text("success_prob,lat_mean,lat_std,cost_mean\n0.7,2.0,0.5,40\n0.4,1.0,0.2,10\n")
+    for k, example in enumerate(examples):
+        words = shlex.split(example)[3:]
+        words[words.index("--out") + 1] = str(tmp_path / f"{k}.jsonl")
+        if "--template-csv" in words:
+            words[words.index("--template-csv") + 1] = str(lib)
+        assert syn.main(words) == 0, example
+        capsys.readouterr()
+        dags = _lines(tmp_path / f"{k}.jsonl")
+        asked = [part.partition(":") for part in words[words.index("--topology") + 1].split(",")]
+        kinds = {f"synthetic_{name}" + ("_topology" if name in topology.BENCHMARKS else "") for name, _, _ in asked}
+        assert {d["dag_kind"] for d in dags} == kinds, example
+        counts = [int(c) for _, _, c in asked if c]
+        if len(counts) == len(asked):
+            assert len(dags) == sum(counts), example
+        elif "--n-dags" in words:
+            assert len(dags) == int(words[words.index("--n-dags") + 1]) * len(asked), example
+        assert len(load_pool(tmp_path / f"{k}.jsonl")) == len(dags)
 
 
 def test_bundled_examples_are_what_their_commands_write(tmp_path):
