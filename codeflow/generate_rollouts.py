@@ -13,7 +13,7 @@ and run summary go to ``<out>/.runs/`` so that an interrupted run resumes
 without repeating a finished request.
 
 ``--split comp`` runs the competition split instead (``--dataset FILE``): the
-turns of a problem are prompted and judged as ``comp_rollouts.py`` describes
+turns of a problem are prompted and judged as ``comp/rollouts.py`` describes
 (contexts ``chained``, ``isolated``, ``golden_upstream``), with the same
 request keys, journal, resumption and output layout.
 """
@@ -30,10 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from codeflow.comp_dataset import CompProblem, load_comp_problems
-from codeflow.comp_judge import golden_context
-from codeflow.comp_prompts import comp_messages
-from codeflow.comp_rollouts import CONTEXT_MODES, comp_nodes
+from codeflow.comp.dataset import CompProblem, load_comp_problems
+from codeflow.comp.judge import golden_context
+from codeflow.comp.prompts import comp_messages
+from codeflow.comp.rollouts import CONTEXT_MODES, comp_nodes
 from codeflow.dataset import DEFAULT_DATASET, Problem, Subproblem, load_problems, select_problems
 from codeflow.extract import extract_code
 from codeflow.llm_client import ChatClient, ClientConfig, EndpointError, RequestJournal

@@ -220,7 +220,11 @@ class RequestJournal:
         self.close()
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds a server asked us to wait (``Retry-After``: seconds or an HTTP date), else ``None``.
+
+    Public because the live executor honours the header by the same rule.
+    """
     value = headers.get("retry-after")
     if not value:
         return None
@@ -235,8 +239,17 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _estimate_tokens(text: str) -> int:
+def estimate_tokens(text: str) -> int:
+    """Token count estimated from the length of ``text`` (when a server reports no usage).
+
+    Public because the live executor estimates unreported usage by the same rule.
+    """
     return max(1, int(round(len(text) / CHARS_PER_TOKEN_ESTIMATE))) if text else 0
+
+
+# the old private names, until executor/client.py imports the public ones
+_retry_after = parse_retry_after
+_estimate_tokens = estimate_tokens
 
 
 class ChatClient:
@@ -305,8 +318,8 @@ class ChatClient:
                             "from text length and marked token_source='estimated'")
                 self._warned_estimate = True
             source = "estimated"
-            pt = _estimate_tokens(json.dumps(req.messages, ensure_ascii=False))
-            ct = sum(_estimate_tokens(c.text + (c.reasoning or "")) for c in choices)
+            pt = estimate_tokens(json.dumps(req.messages, ensure_ascii=False))
+            ct = sum(estimate_tokens(c.text + (c.reasoning or "")) for c in choices)
             total = pt + ct
         return ChatResult(key=req.key, choices=choices, prompt_tokens=pt, completion_tokens=ct,
                           total_tokens=total, token_source=source, latency_sec=latency,
@@ -343,7 +356,7 @@ class ChatClient:
                             f"{self.config.model!r}: {resp.text[:300]} (check the URL, the "
                             f"served model name and ${self.config.api_key_env})")
                     elif status in RETRY_STATUS:
-                        retry_after = _retry_after(resp.headers)
+                        retry_after = parse_retry_after(resp.headers)
                         last_error = f"HTTP {status}: {resp.text[:200]}"
                     else:
                         self.stats["failed"] += 1

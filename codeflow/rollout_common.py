@@ -1,5 +1,5 @@
 """Pieces shared by the Repo and Comp rollout generators (``generate_rollouts.py``,
-``comp_rollouts.py``): request planning, per-sample token and latency fields,
+``comp/rollouts.py``): request planning, per-sample token and latency fields,
 the run context."""
 
 from __future__ import annotations

@@ -73,7 +73,6 @@ from simulator.base.errors import ConfigError
 RUNNER_SOURCE = (Path(__file__).resolve().parent / "sandbox_runner.py").read_text(
     encoding="utf-8"
 )
-NOBODY = 65534
 HIDDEN_DIRS = ("/root", "/home")
 PRIVATE_TMPFS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 PASS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")

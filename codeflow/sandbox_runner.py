@@ -17,7 +17,7 @@ module and then each test from ``start``, emitting one JSON line per event::
     {"ev": "result", "i": 3, "status": "runtime_error|memory|blocked|bad_test", "detail": "..."}
     {"ev": "done"}
 
-With ``"capture": true`` (the CodeFlow-Comp judging, ``codeflow/comp_judge.py``)
+With ``"capture": true`` (the CodeFlow-Comp judging, ``codeflow/comp/judge.py``)
 the program's standard output is what is reported instead of the return value:
 loading runs with ``sys.stdout`` pointed at a bounded in-memory buffer (and
 ``sys.stdin`` reading the job's ``stdin`` text, also on file descriptor 0),

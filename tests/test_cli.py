@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, chain_dag
+from tests.dags import chain_dag
+from tests.harness_util import ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "example_pool.jsonl")
 
@@ -16,10 +17,40 @@ def run(*args):
     return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=ROOT, capture_output=True, text=True)
 
 
+def _longest_path_levels(nodes):
+    """Levels of a DAG (deepest node + 1), by repeated relaxation: the oracle of the summary's depth."""
+    depth = {n["node_id"]: 0 for n in nodes}
+    for _ in nodes:
+        for n in nodes:
+            for u in n["parents"]:
+                depth[n["node_id"]] = max(depth[n["node_id"]], depth[u] + 1)
+    return max(depth.values()) + 1
+
+
 def test_validate_summary():
+    """The summary's numbers are the pool's, counted here from the raw lines."""
     r = run("validate", "--pool", EXAMPLE)
     assert r.returncode == 0, r.stderr
-    assert "DAGs: 24" in r.stdout and "4B_ins" in r.stdout and "depth" in r.stdout
+    with open(EXAMPLE, encoding="utf-8") as fh:
+        dags = [json.loads(line) for line in fh if line.strip()]
+    sizes = sorted(len(d["nodes"]) for d in dags)
+    levels = [_longest_path_levels(d["nodes"]) for d in dags]
+    kinds = sorted({d["dag_kind"] for d in dags})
+    models = dags[0]["model_ids"]
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"{EXAMPLE}: OK"
+    assert lines[1].split() == ["DAGs:", str(len(dags)), "nodes:", str(sum(sizes)), "(min", f"{sizes[0]},",
+                                "median", f"{sizes[len(sizes) // 2]},", "max", f"{sizes[-1]})",
+                                "depth:", "min", f"{min(levels)},", "max", str(max(levels))]
+    assert lines[2].strip() == "kinds: " + ", ".join(
+        f"{k} x{sum(d['dag_kind'] == k for d in dags)}" for k in kinds)
+    assert lines[3].strip() == "models: " + ", ".join(models)
+    n_nodes = sum(sizes)
+    for m, line in zip(models, lines[4:], strict=True):
+        avail = sum(m in n["model_templates"] for d in dags for n in d["nodes"])
+        rows = sum(len(n["empirical_samples_by_model"][m]) for d in dags for n in d["nodes"])
+        assert line.strip() == (f"{m}: available on {avail}/{n_nodes} nodes ({100 * avail / n_nodes:.1f}%), "
+                                f"{rows} empirical rows")
 
 
 def test_simulate_json_and_text(tmp_path):

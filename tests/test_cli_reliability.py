@@ -12,9 +12,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import ROOT, chain_dag
 
 from simulator.base.errors import ConfigError
+from tests.dags import chain_dag
+from tests.harness_util import ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "example_pool.jsonl")
 
@@ -92,9 +93,8 @@ def test_event_limit_ends_a_hopeless_episode():
     """p > 0 but tiny, attempts free: the episode would run ~1e12 events; the hard bound ends it."""
     r = run_code("""
         import json, sys
-        sys.path.insert(0, "tests")
         import numpy as np
-        from conftest import chain_dag
+        from tests.dags import chain_dag
         from simulator.pools.pool import pool_from_objects
         from simulator.costs.arrays import build_arrays, CostSetting
         from simulator.engine.loop import MAX_EVENTS, REASONS
@@ -295,8 +295,9 @@ def test_chunked_summary_equals_the_records(tmp_path):
     assert again.result() == res
 
 
-def test_simulate_does_not_keep_per_trial_records(monkeypatch):
-    """The CLI summary never asks for one dict per trial (what made 1e8 trials run out of memory)."""
+def test_simulate_does_not_keep_per_trial_records(monkeypatch, capsys):
+    """The CLI summary never asks for one dict per trial (what made 1e8 trials run out of memory),
+    and still summarises every trial: 40000 of them, every one with its termination reason."""
     from simulator import simulate
     from simulator.cli import main as cli
 
@@ -306,6 +307,11 @@ def test_simulate_does_not_keep_per_trial_records(monkeypatch):
     monkeypatch.setattr(simulate.EpisodeBatch, "records", boom)
     assert cli.main(["simulate", "--pool", EXAMPLE, "--budget", "4000", "--deadline", "60", "--trials",
                      "40000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trials"] == 40000 and sum(out["termination"].values()) == 40000
+    p, (lo, hi) = out["on_time_completion_probability"], out["ci95"]
+    assert 0 <= lo <= p <= hi <= 1 and hi - lo < 0.02  # 40000 trials: a tight interval
+    assert out["termination"].get("completed", 0) / 40000 >= p  # on time implies completed
 
 
 # --------------------------------------------------------------------------- #17 disk full: one readable line

@@ -14,7 +14,7 @@ from codeflow.llm_client import (
     ClientConfig,
     EndpointError,
     RequestJournal,
-    _retry_after,
+    parse_retry_after,
     run_many,
     run_many_async,
 )
@@ -181,9 +181,9 @@ def test_torn_journal_line_is_ignored(tmp_path):
 def test_retry_after_header_is_honoured_as_lower_bound():
     import httpx
 
-    assert _retry_after(httpx.Headers({"Retry-After": "7"})) == 7.0
-    assert _retry_after(httpx.Headers({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
-    assert _retry_after(httpx.Headers({})) is None
+    assert parse_retry_after(httpx.Headers({"Retry-After": "7"})) == 7.0
+    assert parse_retry_after(httpx.Headers({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+    assert parse_retry_after(httpx.Headers({})) is None
     client = ChatClient(ClientConfig(base_url="http://127.0.0.1:9", model="m",
                                      backoff_base_sec=0.001, backoff_max_sec=0.01),
                         rng=random.Random(0))

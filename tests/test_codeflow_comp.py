@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from codeflow.comp_dataset import load_comp_problems
-from codeflow.comp_judge import (
+from codeflow.comp.dataset import load_comp_problems
+from codeflow.comp.judge import (
     call_input,
     choose_rollout,
     golden_context,
@@ -20,8 +20,8 @@ from codeflow.comp_judge import (
     printed_matches,
     script_stdin,
 )
-from codeflow.comp_to_pool import convert
-from codeflow.comp_to_pool import main as comp_to_pool_main
+from codeflow.comp.to_pool import convert
+from codeflow.comp.to_pool import main as comp_to_pool_main
 from codeflow.extract import extract_all_blocks
 from poolbuild.build_aligned import main as aligned_main
 from simulator.base.errors import PoolError
@@ -352,3 +352,25 @@ def test_aligned_union_validates_and_simulates(pools, tmp_path):
         res = json.loads(cp.stdout)
         assert res["problem_id"] == "SYN2B" and 0.0 <= res["on_time_completion_probability"] <= 1.0
 
+
+
+def test_graph_follows_the_published_rule_through_the_shared_builder(tmp_path, caplog):
+    """Parents: the known dependency names' positions, sorted, once each, a self-loop dropped with a
+    warning; children: the inverse; overall depth from the graph when the file gives none. The oracle
+    below is the published rule written out; the converter takes the graph from simulator.pools.graph."""
+    deps = {"e": ["d", "a", 3, None, "ghost", "c", "a"], "d": ["b", "d"], "c": ["a"], "b": [], "a": []}
+    subs = [_sub(name, ds) for name, ds in deps.items()]
+    problem = _one_problem(subs)
+    del problem[0]["overall-depth"]
+    path = _write(tmp_path, problem, "h.json")
+    with caplog.at_level("WARNING", logger="codeflow.comp.to_pool"):
+        convert([path], tmp_path / "p.jsonl")
+    dag = _lines(tmp_path / "p.jsonl")[0]
+    pos = {name: k for k, name in enumerate(deps)}
+    want_parents = [sorted({pos[d] for d in ds if isinstance(d, str) and d in pos} - {pos[name]})
+                    for name, ds in deps.items()]
+    assert [n["parents"] for n in dag["nodes"]] == want_parents == [[1, 2, 4], [3], [4], [], []]
+    assert [n["children"] for n in dag["nodes"]] == [
+        [k for k, ps in enumerate(want_parents) if v in ps] for v in range(len(deps))]
+    assert dag["overall_depth"] == 3  # a, b roots; c (on a) and d (on b) at 1; e (on d, c, a) at 2
+    assert ["depends on itself" in r.getMessage() and "'d'" in r.getMessage() for r in caplog.records] == [True]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from codeflow.comp_dataset import load_comp_problems
+from codeflow.comp.dataset import load_comp_problems
 from codeflow.generate_rollouts import main
 from poolbuild.build_aligned import main as aligned_main
 from poolbuild.build_loader import main as loader_main

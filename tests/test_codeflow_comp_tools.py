@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from codeflow.comp_dataset import load_comp_problems
-from codeflow.comp_sample import main as sample_main
-from codeflow.comp_split import iter_json_array, split
-from codeflow.comp_split import main as split_main
+from codeflow.comp.dataset import load_comp_problems
+from codeflow.comp.sample import main as sample_main
+from codeflow.comp.split import iter_json_array, split
+from codeflow.comp.split import main as split_main
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "codeflow_comp"
 INPUT = FIX / "codeflow_comp_fixture.json"
@@ -133,8 +133,8 @@ def test_splitter_refuses_bad_input(tmp_path, capsys, text, args, message):
 
 def test_tools_run_as_documented_commands(tmp_path):
     path, _ = _big(tmp_path, 5)
-    for cmd in (["codeflow.comp_sample", str(path), "--n", "2", "--out", str(tmp_path / "s.json")],
-                ["codeflow.comp_split", str(path), "--out-dir", str(tmp_path / "sh"),
+    for cmd in (["codeflow.comp.sample", str(path), "--n", "2", "--out", str(tmp_path / "s.json")],
+                ["codeflow.comp.split", str(path), "--out-dir", str(tmp_path / "sh"),
                  "--items-per-shard", "2"]):
         cp = subprocess.run([sys.executable, "-m", *cmd], cwd=ROOT, capture_output=True, text=True)
         assert cp.returncode == 0, cp.stderr

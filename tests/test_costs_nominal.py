@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from conftest import chain_dag, make_node
 
 from simulator.base.errors import ConfigError
 from simulator.base.rng import make_key
@@ -17,6 +16,7 @@ from simulator.costs.nominal import attempts_for_95, nominal_budget, nominal_dea
 from simulator.engine.loop import sample_latency
 from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
+from tests.dags import chain_dag, make_node
 
 
 def _arr(dag, **kw):

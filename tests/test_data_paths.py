@@ -81,7 +81,7 @@ def test_check_output_path_refuses_inputs_and_escapes(tmp_path):
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["y.txt"]  # no temporary file left
 
 
-# ----------------------------------------------------------------------------- comp_sample
+# ----------------------------------------------------------------------------- comp/sample
 
 
 def _comp_copy(tmp_path) -> Path:
@@ -102,7 +102,7 @@ SAMPLE_CASES = [
 
 @pytest.mark.parametrize("args,words", SAMPLE_CASES)
 def test_comp_sample_table(tmp_path, capsys, args, words):
-    from codeflow.comp_sample import main
+    from codeflow.comp.sample import main
 
     src = _comp_copy(tmp_path)
     (tmp_path / "idx.json").write_text("[0]")
@@ -110,7 +110,7 @@ def test_comp_sample_table(tmp_path, capsys, args, words):
     refused(main, argv, capsys, words, tmp_path)
 
 
-# ----------------------------------------------------------------------------- comp_to_pool
+# ----------------------------------------------------------------------------- comp/to_pool
 
 
 def _harness_copy(tmp_path) -> Path:
@@ -147,7 +147,7 @@ TO_POOL_CASES = [
 
 @pytest.mark.parametrize("which,args,words", TO_POOL_CASES)
 def test_comp_to_pool_table(tmp_path, capsys, which, args, words):
-    from codeflow.comp_to_pool import main
+    from codeflow.comp.to_pool import main
 
     src = _harness_copy(tmp_path) if which == "judged" else _edited_harness(tmp_path, which)
     argv = [str(src)] + [a.format(src=src, tmp=tmp_path) for a in args]
@@ -155,7 +155,7 @@ def test_comp_to_pool_table(tmp_path, capsys, which, args, words):
 
 
 def test_comp_to_pool_refuses_a_bare_nan(tmp_path, capsys):
-    from codeflow.comp_to_pool import main
+    from codeflow.comp.to_pool import main
 
     text = HARNESS_SMALL.read_text()
     data = json.loads(text)
@@ -167,7 +167,7 @@ def test_comp_to_pool_refuses_a_bare_nan(tmp_path, capsys):
     refused(main, [str(src), "--out", str(tmp_path / "p.jsonl")], capsys, ["NaN", "not JSON"], tmp_path)
 
 
-# ----------------------------------------------------------------------------- comp_split
+# ----------------------------------------------------------------------------- comp/split
 
 SPLIT_CASES = [
     (["--prefix", "../x"], ["--prefix", "plain name"]),
@@ -179,7 +179,7 @@ SPLIT_CASES = [
 
 @pytest.mark.parametrize("args,words", SPLIT_CASES)
 def test_comp_split_table(tmp_path, capsys, args, words):
-    from codeflow.comp_split import main
+    from codeflow.comp.split import main
 
     src = _comp_copy(tmp_path)
     argv = [str(src), "--out-dir", str(tmp_path / "out"), "--items-per-shard", "1"]
@@ -189,7 +189,7 @@ def test_comp_split_table(tmp_path, capsys, args, words):
 
 
 def test_comp_split_truncated_input_leaves_nothing(tmp_path, capsys):
-    from codeflow.comp_split import main
+    from codeflow.comp.split import main
 
     items = json.loads(COMP.read_text()) * 5
     text = json.dumps(items)
@@ -206,7 +206,7 @@ def test_comp_split_truncated_input_leaves_nothing(tmp_path, capsys):
 
 
 def test_comp_split_into_a_folder_with_shards_is_refused(tmp_path, capsys):
-    from codeflow.comp_split import main
+    from codeflow.comp.split import main
 
     src = _comp_copy(tmp_path)
     out = tmp_path / "out"
@@ -332,7 +332,7 @@ def test_gen_jobs_refuses_a_huge_node_id_in_one_line(tmp_path):
 
 
 def test_comp_loader_names_the_type_of_overall_turns(tmp_path):
-    from codeflow.comp_dataset import load_comp_problems
+    from codeflow.comp.dataset import load_comp_problems
     from simulator.base.errors import PoolError
 
     data = json.loads(COMP.read_text())

@@ -7,7 +7,6 @@ import multiprocessing as mp
 
 import numpy as np
 import pytest
-from conftest import chain_dag, make_node
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
@@ -19,6 +18,7 @@ from simulator.engine.episode import run_policy_episode
 from simulator.engine.loop import first_uncompletable
 from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
+from tests.dags import chain_dag, make_node
 
 SEED = 1234
 

@@ -18,7 +18,6 @@ from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.episode import DecisionView
 from simulator.pools.pool import load_pool
 from simulator.simulate import simulate_baseline, simulate_method
-from tests.conftest import ROOT
 from tests.further_dags import CHAIN, DIAMOND, arrays
 
 E_I = np.zeros(0, dtype=np.int64)
@@ -26,8 +25,8 @@ FIELDS = ("reason", "makespan", "total_cost", "total_rollouts", "planner_calls",
 
 
 @pytest.fixture(scope="module")
-def pool():
-    return load_pool(f"{ROOT}/examples/example_pool.jsonl")
+def pool(example_pool_path):
+    return load_pool(example_pool_path)
 
 
 def first_view(arr, budget, deadline=math.inf):

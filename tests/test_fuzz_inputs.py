@@ -36,9 +36,10 @@ from collections.abc import Iterator
 from unittest import mock
 
 import pytest
-from conftest import ROOT
 from hypothesis import HealthCheck, currently_in_test_context, event, given, seed, settings
 from hypothesis import strategies as st
+
+from tests.harness_util import ROOT
 
 FUZZ_EXAMPLES = os.environ.get("FUZZ_EXAMPLES")
 LONG_RUN = FUZZ_EXAMPLES is not None

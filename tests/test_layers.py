@@ -14,8 +14,10 @@ rank  layer       modules
 2     costs       ``simulator/costs/``: cost modes, flat arrays, nominal scales,
                   planning statistics
 3     engine      ``simulator/engine/`` (the event loop, the Python-policy episode,
-                  the registry) and ``simulator/baselines/``
-4     planner     ``simulator/mcpp/`` and ``simulator/policies/``
+                  the registry)
+4     baselines   ``simulator/baselines/``: the compiled and further baselines
+4     planner     ``simulator/mcpp/`` and ``simulator/policies/`` (beside
+                  ``baselines``: MCPP and a user's policy never import a baseline)
 5     methods     ``simulator/methods.py``, ``simulate.py``, ``prewarm_groups.py``
 2     data        pool builders, synthetic pools, benchmark loaders/rollouts
 6     front       command lines: ``simulator/cli/``, the harness
@@ -51,14 +53,15 @@ ALLOWED: dict[str, set[str]] = {
     "format": {"base"},
     "costs": {"base", "format"},
     "engine": {"base", "format", "costs"},
+    "baselines": {"base", "format", "costs", "engine"},
     "planner": {"base", "format", "costs", "engine"},
-    "methods": {"base", "format", "costs", "engine", "planner"},
+    "methods": {"base", "format", "costs", "engine", "baselines", "planner"},
     "data": {"base", "format"},
-    "front": {"base", "format", "costs", "engine", "planner", "methods", "data"},
-    "executor": {"base", "format", "costs", "engine", "planner", "methods", "data"},
-    "benchmarks": {"base", "format", "costs", "engine", "planner", "methods", "data", "front", "executor"},
-    "tests": {"base", "format", "costs", "engine", "planner", "methods", "data", "front", "scripts", "executor"},
-    "scripts": {"base", "format", "costs", "engine", "planner", "methods", "data", "front"},
+    "front": {"base", "format", "costs", "engine", "baselines", "planner", "methods", "data"},
+    "executor": {"base", "format", "costs", "engine", "baselines", "planner", "methods", "data"},
+    "benchmarks": {"base", "format", "costs", "engine", "baselines", "planner", "methods", "data", "front", "executor"},
+    "tests": {"base", "format", "costs", "engine", "baselines", "planner", "methods", "data", "front", "scripts", "executor"},
+    "scripts": {"base", "format", "costs", "engine", "baselines", "planner", "methods", "data", "front"},
 }
 
 #: (module pattern, layer); the first matching pattern decides (fnmatch on the dotted name).
@@ -72,8 +75,8 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.costs.*", "costs"),
     ("simulator.engine", "engine"),
     ("simulator.engine.*", "engine"),
-    ("simulator.baselines", "engine"),
-    ("simulator.baselines.*", "engine"),
+    ("simulator.baselines", "baselines"),
+    ("simulator.baselines.*", "baselines"),
     ("simulator.mcpp", "planner"),
     ("simulator.mcpp.*", "planner"),
     ("simulator.policies", "planner"),  # Python policies added through the registry (docs/adding_a_policy.md)
@@ -319,3 +322,26 @@ def test_imports_are_resolved_to_modules(name, source, is_package, expected):
              "simulator.cli", "simulator.cli.main", "simulator.baselines.further", "simulator.baselines.further.x",
              "tests.t"]
     assert [m for m, _ in imports_of(name, source, is_package, known)] == expected
+
+
+@pytest.mark.parametrize(
+    "importer, target",
+    [
+        ("simulator.mcpp.kernel", "simulator.baselines.compiled"),
+        ("simulator.policies.cheapest_first", "simulator.baselines.further.loader"),
+        ("simulator.baselines.compiled", "simulator.mcpp.kernel"),
+    ],
+)
+def test_mcpp_and_baselines_are_separate_floors(importer, target):
+    """The docstrings of ``simulator/mcpp``, ``simulator/policies`` and ``simulator/baselines``:
+    neither side may import the other (both stand on the engine; the method table joins them)."""
+    graph = {importer: [(target, 3)], target: [], "simulator.methods": [(importer, 1), (target, 2)]}
+    assert layer_violations(graph) == [f"{importer}:3 ({layer_of(importer)}) imports {target} ({layer_of(target)})"]
+    assert {layer_of(importer), layer_of(target)} == {"planner", "baselines"}
+
+
+def test_layer_doc_matches_allowed():
+    """Every layer in ALLOWED is named in the module docstring's table (the table is the documentation)."""
+    table = __doc__.split("====  ==========")[2]
+    named = {line.split()[1] for line in table.splitlines() if line[:1].isdigit()}
+    assert set(ALLOWED) - {"tests", "benchmarks", "scripts"} <= named

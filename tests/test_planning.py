@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import chain_dag
 
 from simulator.base.errors import ConfigError
 from simulator.costs.arrays import ROW_SUCC, CostSetting, dag_arrays
 from simulator.costs.planning import make_planning_arrays, noisy_arrays, validate_planning
 from simulator.pools.pool import pool_from_objects
 from simulator.simulate import RunSettings
+from tests.dags import chain_dag
 
 
 def _pool():

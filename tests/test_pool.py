@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
-from conftest import chain_dag, make_node
 
 from simulator.base.errors import PoolError
 from simulator.pools.pool import load_index_file, load_pool, pool_from_objects, write_index_file, write_pool
+from tests.dags import chain_dag, make_node
 
 
 def _expect(pool_file, obj, *fragments, line=2):

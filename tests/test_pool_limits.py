@@ -16,11 +16,12 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, chain_dag, make_node
 from harness_util import clean_env
 
 from simulator.base.errors import PoolError, UserError
 from simulator.pools.pool import MAX_POOL_VALUE, load_index_file, load_pool, pool_from_objects
+from tests.dags import chain_dag, make_node
+from tests.harness_util import ROOT
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

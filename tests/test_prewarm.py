@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
 from simulator import prewarm_groups
 from simulator.base import prewarm
+from tests.harness_util import ROOT
 
 SIMULATE = ["simulate", "--pool", "examples/example_pool.jsonl", "--dag", "0", "--budget-ratio", "1",
             "--deadline-ratio", "1", "--json"]  # fmt: skip

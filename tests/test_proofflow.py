@@ -315,7 +315,19 @@ def test_semantic_gate_outside_unit_interval_is_refused(tmp_path, capsys, gate):
 
 @pytest.mark.parametrize("gate", ["0", "1", "0.6"])
 def test_semantic_gate_in_unit_interval_is_accepted(tmp_path, gate):
-    assert conv.main([str(PICKLES[0]), "--out", str(tmp_path / "p.jsonl"), "--semantic-gate", gate]) == 0
+    """The pool written carries the gate on every node, and a node is gated exactly when its score is below it."""
+    out = tmp_path / "p.jsonl"
+    assert conv.main([str(PICKLES[0]), "--out", str(out), "--semantic-gate", gate]) == 0
+    (dag,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(load_pool(out)) == 1
+    for node in dag["nodes"]:
+        meta, score = node["meta"], node["meta"]["semantic_score"]
+        gated = score is not None and score < float(gate)
+        assert meta["semantic_gate"] == {"threshold": float(gate), "gated": gated}
+        rows = node["empirical_samples"]
+        assert all(r.get("semantic_gated", False) == gated for r in rows)
+        if gated:
+            assert node["template"]["success_prob"] == 0.0 and not any(r["success"] for r in rows)
 
 
 def test_cli_writes_pool(tmp_path, capsys):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 
 import numpy as np
@@ -33,14 +32,13 @@ from simulator.methods import (
 )
 from simulator.pools.pool import load_pool
 from simulator.simulate import simulate_baseline, simulate_method, simulate_policy
-from tests.conftest import ROOT
 
 FIELDS = ("reason", "makespan", "total_cost", "total_rollouts", "planner_calls", "node_stats", "node_cost")
 
 
 @pytest.fixture(scope="module")
-def pool():
-    return load_pool(os.path.join(ROOT, "examples", "example_pool.jsonl"))
+def pool(example_pool_path):
+    return load_pool(example_pool_path)
 
 
 def test_the_papers_methods_and_sets_come_from_the_entries():

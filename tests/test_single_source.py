@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import chain_dag, make_node
 
 from simulator.pools import graph, stats
 from simulator.pools.pool import pool_from_objects
+from tests.dags import chain_dag, make_node
 
 
 def test_pool_loader_template_from_rows_is_the_builders_template():

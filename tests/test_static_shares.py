@@ -13,13 +13,13 @@ import math
 
 import numpy as np
 import pytest
-from conftest import make_node
 from scipy import stats as sps
 
 from simulator.baselines.compiled import STATIC_METHODS, static_plan, static_rule, static_weights
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
+from tests.dags import make_node
 
 SEED = 99
 B = 100.0

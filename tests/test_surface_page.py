@@ -54,7 +54,7 @@ def _browser_missing() -> str | None:
 # ----------------------------------------------------------------------------- without a browser
 
 
-def test_write_page_writes_the_three_assets_without_external_references(tmp_path):
+def test_write_page_writes_the_assets_without_external_references(tmp_path):
     write_page(tmp_path / "surface")
     for name in ASSETS:
         text = (tmp_path / "surface" / name).read_text(encoding="utf-8")
@@ -63,7 +63,7 @@ def test_write_page_writes_the_three_assets_without_external_references(tmp_path
         assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I), name
         assert "@import" not in text and "url(" not in text.replace("url(data:", "")
     html = (tmp_path / "surface" / "index.html").read_text(encoding="utf-8")
-    assert 'src="app.js"' in html and 'href="style.css"' in html
+    assert 'src="logic.js"' in html and 'src="app.js"' in html and 'href="style.css"' in html
 
 
 def test_surface_serve_refuses_a_run_without_surface_in_one_line(tmp_path):

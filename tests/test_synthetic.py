@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from poolbuild import synthetic as syn
+from poolbuild.synthetic import build, topology
 from simulator.base.errors import UserError
 from simulator.pools.pool import load_pool
+from tests.harness_util import ROOT
+
+EXAMPLES = Path(ROOT) / "examples"
 
 
 def _gen(tmp_path, *args, name="pool.jsonl"):
@@ -39,7 +46,7 @@ def _is_acyclic_and_layered(dag):
             assert nd["node_id"] in nodes[p]["children"]
         for c in nd["children"]:
             assert nd["node_id"] in nodes[c]["parents"]
-    depth = syn.depths([nd["parents"] for nd in nodes])  # raises on a cycle
+    depth = topology.depths([nd["parents"] for nd in nodes])  # raises on a cycle
     assert [nd["layer"] for nd in nodes] == depth
     assert dag["overall_depth"] == max(depth) + 1
 
@@ -86,7 +93,7 @@ def test_layered_every_non_root_has_a_parent_in_previous_layer():
         n_layers = int(rng.integers(1, n + 1))
         t = syn.layered(n, n_layers, float(rng.random()), rng)
         assert t.n == n
-        depth = syn.depths(t.parents)
+        depth = topology.depths(t.parents)
         assert max(depth) + 1 == n_layers  # layer == depth and all layers are non-empty
         for v, ps in enumerate(t.parents):
             assert all(p < v for p in ps)
@@ -99,7 +106,7 @@ def test_max_width_limits_layers_and_filters_benchmarks(tmp_path):
     for _ in range(30):
         n = int(rng.integers(1, 20))
         t = syn.layered(n, 1, 0.5, rng, max_width=2)
-        assert t.n == n and syn.max_layer_width(t) <= 2
+        assert t.n == n and topology.max_layer_width(t) <= 2
     out = _gen(
         tmp_path, "--topology", "codeflow,layered:4", "--n-dags", "6", "--max-width", "2",
         "--benchmark-nodes", "4-9", "--n-nodes", "5-9", "--seed", "3",
@@ -110,7 +117,7 @@ def test_max_width_limits_layers_and_filters_benchmarks(tmp_path):
 
 
 def test_codeflow_topologies_match_benchmark(tmp_path):
-    bench = json.loads(syn.CODEFLOW_FILE.read_text(encoding="utf-8"))
+    bench = json.loads(topology.CODEFLOW_FILE.read_text(encoding="utf-8"))
     out = _gen(tmp_path, "--topology", "codeflow", "--models", "1", "--seed", "1")
     dags = _lines(out)
     assert len(dags) == len(bench) == len(load_pool(out))
@@ -127,7 +134,7 @@ def test_codeflow_topologies_match_benchmark(tmp_path):
 
 
 def test_proofflow_topologies_match_benchmark_without_self_loops(tmp_path, caplog):
-    bench = json.loads(syn.PROOFFLOW_FILE.read_text(encoding="utf-8"))
+    bench = json.loads(topology.PROOFFLOW_FILE.read_text(encoding="utf-8"))
     with caplog.at_level(logging.WARNING, logger="proofflow.benchmark"):  # the loader's warning
         out = _gen(tmp_path, "--topology", "proofflow", "--models", "2", "--seed", "1")
     assert sum("self-loop dropped" in r.getMessage() for r in caplog.records) == 8
@@ -157,13 +164,13 @@ def test_benchmark_problems_are_named_as_in_real_pools():
     from codeflow.dataset import load_problems
     from ProofFlow.benchmark import load_benchmark
 
-    raw = json.loads(syn.PROOFFLOW_FILE.read_text(encoding="utf-8"))
+    raw = json.loads(topology.PROOFFLOW_FILE.read_text(encoding="utf-8"))
     real = [p.problem_id for p in load_benchmark()]
     topo = [t.info["source_problem_id"] for t in syn.proofflow_topologies()]
     assert len(raw) == len(real) == 184 and topo == real
     assert sum(" " in f"{p['origin']}_{p['id']}" for p in raw) == 73  # e.g. origin "M series.json"
     assert not any(" " in pid for pid in topo)
-    raw_cf = json.loads(syn.CODEFLOW_FILE.read_text(encoding="utf-8"))
+    raw_cf = json.loads(topology.CODEFLOW_FILE.read_text(encoding="utf-8"))
     real_cf = [p.problem_id for p in load_problems()]
     topo_cf = [t.info["source_problem_id"] for t in syn.codeflow_topologies()]
     assert topo_cf == real_cf and len(set(topo_cf)) == len(topo_cf)
@@ -184,7 +191,7 @@ def test_benchmark_size_filter_and_selection(tmp_path):
     idx = [d["synthetic_info"]["source_index"] for d in dags]
     assert idx == sorted(set(idx))
     with pytest.raises(UserError, match="only"):
-        syn.make_topologies("codeflow", 500, syn.ShapeConfig(), 0, 0)
+        build.make_topologies("codeflow", 500, syn.ShapeConfig(), 0, 0)
 
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
@@ -307,7 +314,7 @@ def test_bad_inputs_are_user_errors(tmp_path, capsys):
 
 def test_bundled_examples_are_synthetic_and_valid():
     for name, multi in (("example_pool.jsonl", True), ("example_single_model.jsonl", False)):
-        path = syn.REPO_ROOT / "examples" / name
+        path = EXAMPLES / name
         pool = load_pool(path)
         for dag, d in zip(_lines(path), pool, strict=True):
             assert dag["synthetic"] is True and dag["dag_kind"].startswith("synthetic_")
@@ -316,8 +323,46 @@ def test_bundled_examples_are_synthetic_and_valid():
         assert (len(pool.model_ids) == 4) == multi
 
 
-def test_help_exits_cleanly(capsys):
+def test_help_exits_cleanly_and_its_examples_write_what_they_ask(tmp_path, capsys):
+    """``--help`` exits 0, and every example in it, run, writes a pool of the topologies it names."""
     with pytest.raises(SystemExit) as exc:
         syn.main(["--help"])
     assert exc.value.code == 0
-    assert "SYNTHETIC" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "SYNTHETIC" in text
+    examples = [line.strip() for line in text.replace("\\\n", " ").splitlines()
+                if line.strip().startswith("python -m poolbuild.synthetic")]
+    assert len(examples) == 4
+    lib = tmp_path / "lib.csv"
+    lib.write_text("success_prob,lat_mean,lat_std,cost_mean\n0.7,2.0,0.5,40\n0.4,1.0,0.2,10\n")
+    for k, example in enumerate(examples):
+        words = shlex.split(example)[3:]
+        words[words.index("--out") + 1] = str(tmp_path / f"{k}.jsonl")
+        if "--template-csv" in words:
+            words[words.index("--template-csv") + 1] = str(lib)
+        assert syn.main(words) == 0, example
+        capsys.readouterr()
+        dags = _lines(tmp_path / f"{k}.jsonl")
+        asked = [part.partition(":") for part in words[words.index("--topology") + 1].split(",")]
+        kinds = {f"synthetic_{name}" + ("_topology" if name in topology.BENCHMARKS else "") for name, _, _ in asked}
+        assert {d["dag_kind"] for d in dags} == kinds, example
+        counts = [int(c) for _, _, c in asked if c]
+        if len(counts) == len(asked):
+            assert len(dags) == sum(counts), example
+        elif "--n-dags" in words:
+            assert len(dags) == int(words[words.index("--n-dags") + 1]) * len(asked), example
+        assert len(load_pool(tmp_path / f"{k}.jsonl")) == len(dags)
+
+
+def test_bundled_examples_are_what_their_commands_write(tmp_path):
+    """examples/README.md's exact commands, run again, write the bundled pools byte for byte."""
+    text = (EXAMPLES / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    commands = [c for c in block.replace("\\\n", " ").splitlines() if c.strip()]
+    assert len(commands) == 2
+    for command in commands:
+        words = shlex.split(command)
+        assert words[:3] == ["python", "-m", "poolbuild.synthetic"] and words[-2] == "--out"
+        bundled = Path(ROOT) / words[-1]
+        assert syn.main([*words[3:-1], str(tmp_path / bundled.name)]) == 0
+        assert (tmp_path / bundled.name).read_bytes() == bundled.read_bytes(), command

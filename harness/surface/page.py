@@ -1,6 +1,7 @@
 """The interactive page of a prediction surface: written next to the data, served on 127.0.0.1.
 
-The page is three static files (``index.html``, ``app.js``, ``style.css`` in ``harness/surface/page/``):
+The page is four static files (``index.html``, ``logic.js``, ``app.js``, ``style.css`` in
+``harness/surface/page/``; ``logic.js`` holds the pure functions ``app.js`` draws with):
 plain HTML, CSS and JavaScript with a canvas heatmap, no network access beyond its own data files, so it
 works from any static file server (``python -m http.server`` in the surface directory) and offline.
 :func:`write_page` copies them into a surface directory; :func:`serve` is ``run_experiment.sh
@@ -20,13 +21,13 @@ from simulator.base.io_utils import atomic_write_bytes
 
 #: the page's files, shipped with the package
 ASSETS_DIR = pathlib.Path(__file__).with_name("page")
-ASSETS = ("index.html", "app.js", "style.css")
+ASSETS = ("index.html", "logic.js", "app.js", "style.css")
 
 DEFAULT_HOST = "127.0.0.1"
 
 
 def write_page(surface_dir: pathlib.Path) -> None:
-    """Write the page (``index.html``, ``app.js``, ``style.css``) into ``surface_dir``, atomically each.
+    """Write the page (:data:`ASSETS`) into ``surface_dir``, atomically each.
 
     The page reads ``manifest.json`` etc. next to itself, so it belongs in the directory holding the data.
     """

@@ -7,10 +7,15 @@
  *
  * Matrices are indexed [budget_index][deadline_index]; the heatmap puts deadlines on x and budgets on y
  * (both log-spaced, so the axis indices are evenly spaced in log scale).
+ *
+ * What the page computes from a grid (contours, the cheapest budget, the difference with the best
+ * baseline, colour ramps) is in logic.js (`SurfaceLogic`, pure functions tested without a browser); this
+ * file holds the page state `S`, reads the data and draws.
  */
 (function () {
   "use strict";
 
+  var L = window.SurfaceLogic;
   var CACHE_SIZE = 8;
   var $ = function (id) { return document.getElementById(id); };
 
@@ -81,11 +86,7 @@
       });
   }
 
-  function cell(arr, b, d) {
-    if (!arr || !arr[b]) return null;
-    var v = arr[b][d];
-    return v === undefined ? null : v;
-  }
+  var cell = L.cell;
 
   /** A field of one method's results: methods[id][name], or the top-level published field for the first. */
   function field(m, methodId, name) {
@@ -101,31 +102,22 @@
   }
   function baselines() { return S.methods.filter(function (m) { return m.baseline; }); }
 
+  function baselineGrids(m) { return baselines().map(function (bm) { return field(m, bm.id, "success_pct"); }); }
+
   /** Best baseline at a cell: {value, method} over the baselines with a value there, or null. */
   function bestBaseline(m, b, d) {
-    var best = null;
-    baselines().forEach(function (bm) {
-      var v = cell(field(m, bm.id, "success_pct"), b, d);
-      if (v != null && (best === null || v > best.value)) best = { value: v, method: bm };
-    });
-    return best;
+    var best = L.bestAt(baselineGrids(m), b, d);
+    return best === null ? null : { value: best.value, method: baselines()[best.index] };
   }
 
+  /** A method's success minus the best baseline's, per cell (computed once per matrix and method). */
   function diffGrid(m, methodId) {
     m._diff = m._diff || {};
-    if (m._diff[methodId]) return m._diff[methodId];
-    var nb = S.axes.budgets.length, nd = S.axes.deadlines.length, own = field(m, methodId, "success_pct");
-    var grid = [];
-    for (var b = 0; b < nb; b++) {
-      var row = [];
-      for (var d = 0; d < nd; d++) {
-        var v = cell(own, b, d), bb = bestBaseline(m, b, d);
-        row.push(v == null || bb == null ? null : v - bb.value);
-      }
-      grid.push(row);
+    if (!m._diff[methodId]) {
+      m._diff[methodId] = L.diffGrid(field(m, methodId, "success_pct"), baselineGrids(m),
+        S.axes.budgets.length, S.axes.deadlines.length);
     }
-    m._diff[methodId] = grid;
-    return grid;
+    return m._diff[methodId];
   }
 
   function cellStatus(pct, n) {
@@ -136,13 +128,7 @@
   }
 
   /** The smallest budget index whose success reaches `target` at deadline `d` (null when none does). */
-  function cheapestIndex(arr, d, target) {
-    for (var b = 0; b < S.axes.budgets.length; b++) {
-      var v = cell(arr, b, d);
-      if (v != null && v >= target) return b;
-    }
-    return null;
-  }
+  function cheapestIndex(arr, d, target) { return L.cheapestIndex(arr, S.axes.budgets.length, d, target); }
 
   function checkShape(m, path) {
     var nb = S.axes.budgets.length, nd = S.axes.deadlines.length, s = m.success_pct;
@@ -175,90 +161,9 @@
     "#2166ac"];
   function hex(h) { return [parseInt(h.slice(1, 3), 16), parseInt(h.slice(3, 5), 16), parseInt(h.slice(5, 7), 16)]; }
   var VIR = VIRIDIS.map(hex), DIV = DIVERGING.map(hex);
-  function ramp(stops, t) {
-    t = Math.max(0, Math.min(1, t));
-    var x = t * (stops.length - 1), i = Math.min(stops.length - 2, Math.floor(x)), f = x - i;
-    var a = stops[i], c = stops[i + 1];
-    return [a[0] + (c[0] - a[0]) * f, a[1] + (c[1] - a[1]) * f, a[2] + (c[2] - a[2]) * f];
-  }
-  function diffRange(grid) {
-    var mx = 0;
-    grid.forEach(function (r) { r.forEach(function (v) { if (v != null) mx = Math.max(mx, Math.abs(v)); }); });
-    return Math.min(100, Math.max(10, Math.ceil(mx / 10) * 10));
-  }
+  var ramp = L.ramp;
   function colorOf(v, view, range) {
     return view === "diff" ? ramp(DIV, (v + range) / (2 * range)) : ramp(VIR, v / 100);
-  }
-
-  // ------------------------------------------------------------------ contours (marching squares)
-
-  /** Contour segments of `grid` at level `t`, in cell units (x along deadlines, y along budgets, 0..n).
-   *  The grid is padded with its edge values so that lines run to the frame; squares with a missing
-   *  corner are skipped. */
-  function contour(grid, t) {
-    var nb = grid.length, nd = nb ? grid[0].length : 0, segs = [];
-    if (nb === 0 || nd === 0) return segs;
-    function pos(i, n) { return i === 0 ? 0 : i === n + 1 ? n : i - 0.5; }
-    function val(i, j) { return grid[Math.min(nb - 1, Math.max(0, i - 1))][Math.min(nd - 1, Math.max(0, j - 1))]; }
-    function lerp(p0, p1, v0, v1) { var f = v1 === v0 ? 0.5 : (t - v0) / (v1 - v0); return p0 + (p1 - p0) * f; }
-    for (var i = 0; i <= nb; i++) {
-      for (var j = 0; j <= nd; j++) {
-        var a = val(i, j), bq = val(i, j + 1), c = val(i + 1, j + 1), dq = val(i + 1, j);
-        if (a == null || bq == null || c == null || dq == null) continue;
-        var idx = (a >= t ? 1 : 0) | (bq >= t ? 2 : 0) | (c >= t ? 4 : 0) | (dq >= t ? 8 : 0);
-        if (idx === 0 || idx === 15) continue;
-        var x0 = pos(j, nd), x1 = pos(j + 1, nd), y0 = pos(i, nb), y1 = pos(i + 1, nb);
-        var E = {
-          bottom: [lerp(x0, x1, a, bq), y0], right: [x1, lerp(y0, y1, bq, c)],
-          top: [lerp(x0, x1, dq, c), y1], left: [x0, lerp(y0, y1, a, dq)]
-        };
-        var centre = (a + bq + c + dq) / 4 >= t, pairs;
-        switch (idx) {
-          case 1: case 14: pairs = [["left", "bottom"]]; break;
-          case 2: case 13: pairs = [["bottom", "right"]]; break;
-          case 3: case 12: pairs = [["left", "right"]]; break;
-          case 4: case 11: pairs = [["right", "top"]]; break;
-          case 6: case 9: pairs = [["bottom", "top"]]; break;
-          case 7: case 8: pairs = [["left", "top"]]; break;
-          case 5: pairs = centre ? [["bottom", "right"], ["left", "top"]] : [["left", "bottom"], ["right", "top"]]; break;
-          case 10: pairs = centre ? [["left", "bottom"], ["right", "top"]] : [["bottom", "right"], ["left", "top"]]; break;
-        }
-        pairs.forEach(function (p) { segs.push([E[p[0]], E[p[1]]]); });
-      }
-    }
-    return chain(segs);
-  }
-
-  /** Join segments sharing end points into polylines (smooth joins, continuous dashes). */
-  function chain(segs) {
-    var key = function (p) { return p[0].toFixed(4) + "," + p[1].toFixed(4); };
-    var ends = new Map(), used = new Array(segs.length).fill(false), lines = [];
-    segs.forEach(function (s, k) {
-      [0, 1].forEach(function (e) {
-        var kk = key(s[e]);
-        if (!ends.has(kk)) ends.set(kk, []);
-        ends.get(kk).push(k);
-      });
-    });
-    function extend(line, atEnd) {
-      for (;;) {
-        var p = atEnd ? line[line.length - 1] : line[0], next = null;
-        (ends.get(key(p)) || []).some(function (k) { if (!used[k]) { next = k; return true; } return false; });
-        if (next === null) return;
-        used[next] = true;
-        var s = segs[next], q = key(s[0]) === key(p) ? s[1] : s[0];
-        if (atEnd) line.push(q); else line.unshift(q);
-      }
-    }
-    segs.forEach(function (s, k) {
-      if (used[k]) return;
-      used[k] = true;
-      var line = [s[0], s[1]];
-      extend(line, true);
-      extend(line, false);
-      lines.push(line);
-    });
-    return lines;
   }
 
   // ------------------------------------------------------------------ heatmap
@@ -277,21 +182,12 @@
     return hatch;
   }
 
-  function tickIndices(n) {
-    if (n <= 6) return Array.from({ length: n }, function (_, i) { return i; });
-    var out = [];
-    [0, 0.25, 0.5, 0.75, 1].forEach(function (f) {
-      var i = Math.round(f * (n - 1));
-      if (out.indexOf(i) < 0) out.push(i);
-    });
-    return out;
-  }
-
   function successGrid() { return field(S.matrix, S.method, "success_pct"); }
   function displayGrid() { return S.view === "diff" ? diffGrid(S.matrix, S.method) : successGrid(); }
 
-  function paint() {
-    if (!S.matrix) return;
+  /** Size the canvas to its box (in device pixels) and set `geom`, the plot area and the cell size in CSS
+   *  pixels; returns the canvas height in CSS pixels. */
+  function layoutCanvas() {
     var wrap = $("canvas-wrap"), cssW = Math.max(280, wrap.clientWidth);
     var cssH = Math.round(Math.max(260, Math.min(560, cssW * 0.5)));
     var dpr = window.devicePixelRatio || 1;
@@ -308,14 +204,15 @@
     var pw = cssW - m.l - m.r, ph = cssH - m.t - m.b;
     geom = { x: m.l, y: m.t, w: pw, h: ph, cw: pw / nd, ch: ph / nb, nb: nb, nd: nd };
     canvas.dataset.plot = [geom.x, geom.y, pw, ph].join(",");  // the plot area in CSS pixels (for tests)
+    return cssH;
+  }
 
-    var grid = displayGrid() || [];
-    var range = S.view === "diff" ? diffRange(grid) : 100;
-    S.range = range;
-
-    // missing cells show the hatch beneath a transparent pixel
+  /** The cells: one pixel per cell, scaled up unsmoothed; missing cells show the hatch beneath a
+   *  transparent pixel. */
+  function paintCells(grid, range) {
+    var nb = geom.nb, nd = geom.nd;
     ctx.fillStyle = hatchPattern();
-    ctx.fillRect(geom.x, geom.y, pw, ph);
+    ctx.fillRect(geom.x, geom.y, geom.w, geom.h);
     var img = document.createElement("canvas");
     img.width = nd; img.height = nb;
     var ictx = img.getContext("2d"), data = ictx.createImageData(nd, nb);
@@ -329,68 +226,80 @@
     }
     ictx.putImageData(data, 0, 0);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(img, geom.x, geom.y, pw, ph);
+    ctx.drawImage(img, geom.x, geom.y, geom.w, geom.h);
+  }
 
-    // thin cell borders on small grids
-    if (geom.cw >= 14 && geom.ch >= 14) {
-      ctx.strokeStyle = "rgba(255,255,255,0.35)"; ctx.lineWidth = 1;
-      ctx.beginPath();
-      for (d = 1; d < nd; d++) { var x = Math.round(geom.x + d * geom.cw) + 0.5; ctx.moveTo(x, geom.y); ctx.lineTo(x, geom.y + ph); }
-      for (b = 1; b < nb; b++) { var y = Math.round(geom.y + b * geom.ch) + 0.5; ctx.moveTo(geom.x, y); ctx.lineTo(geom.x + pw, y); }
-      ctx.stroke();
+  /** Thin cell borders, on grids whose cells are large enough (14 px) to tell apart. */
+  function paintCellBorders() {
+    if (geom.cw < 14 || geom.ch < 14) return;
+    ctx.strokeStyle = "rgba(255,255,255,0.35)"; ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (var d = 1; d < geom.nd; d++) {
+      var x = Math.round(geom.x + d * geom.cw) + 0.5;
+      ctx.moveTo(x, geom.y); ctx.lineTo(x, geom.y + geom.h);
     }
+    for (var b = 1; b < geom.nb; b++) {
+      var y = Math.round(geom.y + b * geom.ch) + 0.5;
+      ctx.moveTo(geom.x, y); ctx.lineTo(geom.x + geom.w, y);
+    }
+    ctx.stroke();
+  }
 
-    // 50% and 90% contours of the chosen method's success
-    var sg = successGrid();
-    if (sg) {
-      [[50, [7, 5]], [90, []]].forEach(function (lv) {
-        var lines = contour(sg, lv[0]);
-        ctx.setLineDash(lv[1]);
-        ctx.lineJoin = "round"; ctx.lineCap = "round";
-        [["rgba(10,14,22,0.7)", 4], ["#ffffff", 2]].forEach(function (st) {
-          ctx.strokeStyle = st[0]; ctx.lineWidth = st[1];
-          ctx.beginPath();
-          lines.forEach(function (line) {
-            line.forEach(function (p, k) {
-              var px = geom.x + p[0] * geom.cw, py = geom.y + ph - p[1] * geom.ch;
-              if (k === 0) ctx.moveTo(px, py); else ctx.lineTo(px, py);
-            });
+  /** The 50% (dashed) and 90% contours of the chosen method's success, white over a dark halo. */
+  function paintContours(sg) {
+    [[50, [7, 5]], [90, []]].forEach(function (lv) {
+      var lines = L.contour(sg, lv[0]);
+      ctx.setLineDash(lv[1]);
+      ctx.lineJoin = "round"; ctx.lineCap = "round";
+      [["rgba(10,14,22,0.7)", 4], ["#ffffff", 2]].forEach(function (st) {
+        ctx.strokeStyle = st[0]; ctx.lineWidth = st[1];
+        ctx.beginPath();
+        lines.forEach(function (line) {
+          line.forEach(function (p, k) {
+            var px = geom.x + p[0] * geom.cw, py = geom.y + geom.h - p[1] * geom.ch;
+            if (k === 0) ctx.moveTo(px, py); else ctx.lineTo(px, py);
           });
-          ctx.stroke();
         });
+        ctx.stroke();
       });
-      ctx.setLineDash([]);
-    }
+    });
+    ctx.setLineDash([]);
+  }
 
-    // cheapest budget reaching the target at the chosen deadline
-    var cb = sg ? cheapestIndex(sg, S.d, S.target) : null;
-    if (cb != null) {
-      var cx = geom.x + (S.d + 0.5) * geom.cw, cy = geom.y + ph - (cb + 0.5) * geom.ch;
-      var r = Math.max(3.5, Math.min(8, Math.min(geom.cw, geom.ch) * 0.28));
-      ctx.beginPath(); ctx.arc(cx, cy, r, 0, 2 * Math.PI);
-      ctx.fillStyle = "#ffffff"; ctx.fill();
-      ctx.lineWidth = 2; ctx.strokeStyle = "#0a0e16"; ctx.stroke();
-    }
+  /** A dot on the cheapest budget reaching the target at the chosen deadline (none when no budget does). */
+  function paintCheapest(sg) {
+    var cb = cheapestIndex(sg, S.d, S.target);
+    if (cb == null) return;
+    var cx = geom.x + (S.d + 0.5) * geom.cw, cy = geom.y + geom.h - (cb + 0.5) * geom.ch;
+    var r = Math.max(3.5, Math.min(8, Math.min(geom.cw, geom.ch) * 0.28));
+    ctx.beginPath(); ctx.arc(cx, cy, r, 0, 2 * Math.PI);
+    ctx.fillStyle = "#ffffff"; ctx.fill();
+    ctx.lineWidth = 2; ctx.strokeStyle = "#0a0e16"; ctx.stroke();
+  }
 
-    // the chosen cell
-    var sx = geom.x + S.d * geom.cw, sy = geom.y + ph - (S.b + 1) * geom.ch;
+  /** A box around the chosen cell, at least 12 px wide and high so that it shows on a 100 x 100 grid. */
+  function paintChosenCell() {
+    var sx = geom.x + S.d * geom.cw, sy = geom.y + geom.h - (S.b + 1) * geom.ch;
     var bw = Math.max(geom.cw, 12), bh = Math.max(geom.ch, 12);
     sx -= (bw - geom.cw) / 2; sy -= (bh - geom.ch) / 2;
     ctx.lineWidth = 3.5; ctx.strokeStyle = "#0a0e16"; ctx.strokeRect(sx, sy, bw, bh);
     ctx.lineWidth = 1.5; ctx.strokeStyle = "#ffffff"; ctx.strokeRect(sx, sy, bw, bh);
+  }
 
-    // frame and axes
+  /** The frame, the ticks and their labels (deadlines below, budgets left) and the axis titles. */
+  function paintAxes(cssH) {
+    var pw = geom.w, ph = geom.h;
     ctx.strokeStyle = "#9aa4b2"; ctx.lineWidth = 1;
     ctx.strokeRect(geom.x - 0.5, geom.y - 0.5, pw + 1, ph + 1);
     ctx.fillStyle = "#4a5565"; ctx.font = "12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
     ctx.textAlign = "center"; ctx.textBaseline = "top";
-    tickIndices(nd).forEach(function (i) {
+    L.tickIndices(geom.nd).forEach(function (i) {
       var tx = geom.x + (i + 0.5) * geom.cw;
       ctx.fillRect(tx - 0.5, geom.y + ph, 1, 4);
       ctx.fillText(fmtDeadline(S.axes.deadlines[i]), tx, geom.y + ph + 7);
     });
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
-    tickIndices(nb).forEach(function (i) {
+    L.tickIndices(geom.nb).forEach(function (i) {
       var ty = geom.y + ph - (i + 0.5) * geom.ch;
       ctx.fillRect(geom.x - 4, ty - 0.5, 4, 1);
       ctx.fillText(fmtBudget(S.axes.budgets[i], true), geom.x - 7, ty);
@@ -402,12 +311,34 @@
     ctx.translate(13, geom.y + ph / 2); ctx.rotate(-Math.PI / 2); ctx.textBaseline = "middle";
     ctx.fillText("budget" + (S.unit === "tokens" ? " (tokens)" : " ($)") + ", log scale", 0, 0);
     ctx.restore();
+  }
 
-    renderLegend(range);
+  /** The heatmap for screen readers: what it shows and the value of the chosen cell. */
+  function describeCanvas(grid) {
     var here = cell(grid, S.b, S.d);
     canvas.setAttribute("aria-label", (S.view === "diff" ? "heatmap of " + methodById(S.method).display_name +
-      " minus the best baseline" : "heatmap of the success rate") + " over " + nb + " budgets and " + nd +
-      " deadlines; chosen cell: " + (S.view === "diff" ? fmtPoints(here) : fmtPct(here)));
+      " minus the best baseline" : "heatmap of the success rate") + " over " + geom.nb + " budgets and " +
+      geom.nd + " deadlines; chosen cell: " + (S.view === "diff" ? fmtPoints(here) : fmtPct(here)));
+  }
+
+  /** The whole heatmap, layer by layer (each layer one function above, drawn in this order). */
+  function paint() {
+    if (!S.matrix) return;
+    var cssH = layoutCanvas();
+    var grid = displayGrid() || [];
+    var range = S.view === "diff" ? L.diffRange(grid) : 100;
+    S.range = range;
+    paintCells(grid, range);
+    paintCellBorders();
+    var sg = successGrid();
+    if (sg) {
+      paintContours(sg);
+      paintCheapest(sg);
+    }
+    paintChosenCell();
+    paintAxes(cssH);
+    renderLegend(range);
+    describeCanvas(grid);
   }
 
   function renderLegend(range) {

@@ -32,9 +32,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from codeflow.comp_dataset import CompProblem
-from codeflow.comp_judge import CompVerdict, blocked_verdict, choose_rollout, golden_context, judge_attempt
-from codeflow.comp_prompts import comp_messages
+from codeflow.comp.dataset import CompProblem
+from codeflow.comp.judge import CompVerdict, blocked_verdict, choose_rollout, golden_context, judge_attempt
+from codeflow.comp.prompts import comp_messages
 from codeflow.dataset import Subproblem, parse_python
 from codeflow.extract import extract_all_blocks
 from codeflow.rollout_common import RunContext, attempt_fields, collect_samples, plan_requests

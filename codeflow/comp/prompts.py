@@ -12,7 +12,7 @@ standard input (whose line breaks arrive as spaces) and prints the answer.
 
 from __future__ import annotations
 
-from codeflow.comp_dataset import CompProblem
+from codeflow.comp.dataset import CompProblem
 from codeflow.dataset import Subproblem
 from codeflow.prompts import signature_of
 

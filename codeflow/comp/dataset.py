@@ -2,7 +2,7 @@
 
 The competition split (``codeflowbench_comp_test.json`` in the published
 pipeline; not bundled, the user brings it) is a JSON list of problems with
-the shape of the Repo split (``dataset.py``), except:
+the shape of the Repo split (``codeflow/dataset.py``), except:
 
 - the id is ``problem-id`` (a string such as ``"1498A"``), else ``task_id``;
 - ``overall-turns`` is the number of subproblems, in turn order; the last

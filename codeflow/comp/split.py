@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m codeflow.comp_split codeflowbench_comp_test.json --out-dir shards/ \\
+    python -m codeflow.comp.split codeflowbench_comp_test.json --out-dir shards/ \\
         --items-per-shard 50 [--start 0] [--end 462] [--tag-source-index] [--progress-every 100]
 
 Reads the array element by element (``json.JSONDecoder.raw_decode`` on a
@@ -118,7 +118,7 @@ def iter_json_array(path: str | Path, chunk: int = CHUNK) -> Iterator[tuple[int,
                 raise error(f"expected ',' or ']' after element {i - 1}")
 
 
-def split(path: str | Path, out_dir: str | Path, per_shard: int, start: int = 0,
+def split(path: str | Path, out_dir: str | Path, per_shard: int, *, start: int = 0,
           end: int | None = None, tag: bool = False, prefix: str = "shard",
           progress_every: int = 0, chunk: int = CHUNK) -> dict[str, Any]:
     """Write the shards and the manifest; returns the manifest."""
@@ -144,7 +144,8 @@ def split(path: str | Path, out_dir: str | Path, per_shard: int, start: int = 0,
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".split-", dir=out_dir))
     try:
-        manifest = _split_into(path, stage, per_shard, start, end, tag, prefix, progress_every, chunk)
+        manifest = _split_into(path, stage, per_shard, start=start, end=end, tag=tag, prefix=prefix,
+                               progress_every=progress_every, chunk=chunk)
         for s in manifest["shards"]:
             os.replace(stage / s["file"], out_dir / s["file"])
         atomic_write_json(out_dir / "manifest.json", manifest)
@@ -157,7 +158,7 @@ def split(path: str | Path, out_dir: str | Path, per_shard: int, start: int = 0,
     return manifest
 
 
-def _split_into(path: str | Path, out_dir: Path, per_shard: int, start: int, end: int | None, tag: bool,
+def _split_into(path: str | Path, out_dir: Path, per_shard: int, *, start: int, end: int | None, tag: bool,
                 prefix: str, progress_every: int, chunk: int) -> dict[str, Any]:
     shards: list[dict[str, Any]] = []
     batch: list[Any] = []
@@ -198,7 +199,7 @@ def _split_into(path: str | Path, out_dir: Path, per_shard: int, start: int, end
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m codeflow.comp_split",
+        prog="python -m codeflow.comp.split",
         description="Split a large top-level JSON array into shards of N elements, streaming.")
     ap.add_argument("input", help="JSON file holding one top-level array")
     ap.add_argument("--out-dir", required=True)
@@ -216,8 +217,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    m = split(args.input, args.out_dir, args.items_per_shard, args.start, args.end,
-              args.tag_source_index, args.prefix, args.progress_every)
+    m = split(args.input, args.out_dir, args.items_per_shard, start=args.start, end=args.end,
+              tag=args.tag_source_index, prefix=args.prefix, progress_every=args.progress_every)
     print(f"wrote {m['items_written']} elements in {len(m['shards'])} shards to {args.out_dir}")
     return 0
 

@@ -1,6 +1,6 @@
 """Convert judged CodeFlow-Comp harness files (the published pipeline's output) to a DAG pool.
 
-A harness file is the Comp input (``comp_dataset.py``) where each subproblem
+A harness file is the Comp input (``dataset.py``) where each subproblem
 also carries ``rollout_candidates`` (inference: ``rollout_id``, code, latency
 and token fields), ``rollout_records`` (judging: the same latency fields,
 ``eval_latency_sec``, ``total_latency_sec``, ``harness_result``,
@@ -36,7 +36,7 @@ conversion:
 
 Usage::
 
-    python -m codeflow.comp_to_pool judged_4B.json --out pools/comp_4B.jsonl --model 4B_ins
+    python -m codeflow.comp.to_pool judged_4B.json --out pools/comp_4B.jsonl --model 4B_ins
 """
 
 from __future__ import annotations
@@ -48,17 +48,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from codeflow.comp_dataset import comp_problem_id
+from codeflow.comp.dataset import comp_problem_id
 from codeflow.dataset import read_json_list
 from simulator.base.errors import ConfigError, UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
 from simulator.base.outputs import check_output_path
 from simulator.base.validation import check_int_field, json_type
-from simulator.pools.graph import CycleError, children_of, node_depths
+from simulator.pools.graph import graph_from_named
 from simulator.pools.pool import write_pool
 from simulator.pools.stats import template_from_columns
 
-log = logging.getLogger("codeflow.comp_to_pool")
+log = logging.getLogger(__name__)
 
 VALUE_FLOOR = 1e-9  # latencies and costs of a record
 STD_FLOOR = 1e-3  # lat_std of a template
@@ -212,33 +212,24 @@ def problem_to_dag(raw: Any, pos: int, source: str, model: str | None = None) ->
     subs = raw.get("subproblems")
     if not isinstance(subs, list) or not subs:
         raise UserError(f"{where}: no 'subproblems' list")
-    index: dict[str, int] = {}
+    seen: set[str] = set()
     for k, s in enumerate(subs):
         if not isinstance(s, dict) or not isinstance(s.get("name"), str):
             raise UserError(f"{where}: subproblem #{k} has no 'name'")
         if not s["name"].strip():
             raise UserError(f"{where}: subproblem #{k} has an empty 'name'")
         _check_judged_fields(s, f"{where}, subproblem {s['name']!r}")
-        if s["name"] in index:
+        if s["name"] in seen:
             raise UserError(f"{where}: subproblem {s['name']!r} appears twice")
-        index[s["name"]] = k
-    parents: dict[int, list[int]] = {}
-    for k, s in enumerate(subs):
-        deps = s.get("dependencies") or []
-        if not isinstance(deps, list):
+        seen.add(s["name"])
+    for s in subs:
+        if not isinstance(s.get("dependencies") or [], list):
             raise UserError(f"{where}, subproblem {s['name']!r}: 'dependencies' is not a list")
-        ps = {index[d] for d in deps if isinstance(d, str) and d in index}
-        if k in ps:
-            log.warning("%s, subproblem %r depends on itself; self-loop dropped", where,
-                        s["name"])
-            ps.discard(k)
-        parents[k] = sorted(ps)
-    try:
-        graph_depth = node_depths(parents)
-    except CycleError as exc:
-        names = " -> ".join(subs[v]["name"] for v in exc.cycle)
-        raise UserError(f"{where}: the dependency graph has a cycle ({names})") from None
-    children = children_of(parents)
+    # the published conversion ignores a dependency on an unknown name (the shared builder refuses it)
+    steps = [(s["name"], [d for d in s.get("dependencies") or [] if isinstance(d, str) and d in seen])
+             for s in subs]
+    graph = graph_from_named(steps, path=source, problem_id=pid, logger=log)
+    parents = [sorted(ps) for ps in graph.parents]
     depths = [s.get("depth") for s in subs]
     int_depths = all(isinstance(d, int) and not isinstance(d, bool) for d in depths)
     top = max(depths) if int_depths else 0
@@ -250,7 +241,7 @@ def problem_to_dag(raw: Any, pos: int, source: str, model: str | None = None) ->
         n_rollouts = len(records) if isinstance(records, list) and records else len(
             s.get("rollout_candidates") or [])
         node: dict[str, Any] = {
-            "node_id": k, "parents": parents[k], "children": sorted(children[k]),
+            "node_id": k, "parents": parents[k], "children": graph.children[k],
             "layer": top - depths[k] if int_depths else k, "name": s["name"],
             "template": tpl, "empirical_samples": rows,
             "meta": {"name": s["name"], "status": status,
@@ -273,7 +264,7 @@ def problem_to_dag(raw: Any, pos: int, source: str, model: str | None = None) ->
         "codeflow_source_index": src_index if isinstance(src_index, int) else pos,
         "n_nodes": len(nodes),
         "overall_turns": turns if isinstance(turns, int) else len(nodes),
-        "overall_depth": depth if isinstance(depth, int) else max(graph_depth.values()) + 1,
+        "overall_depth": depth if isinstance(depth, int) else graph.overall_depth,
     }
     if model is not None:
         dag.update({"model": model, "baseline_model": model})
@@ -311,7 +302,7 @@ def convert(inputs: list[str | Path], out: str | Path, model: str | None = None,
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m codeflow.comp_to_pool",
+        prog="python -m codeflow.comp.to_pool",
         description="Convert judged CodeFlow-Comp harness files (one model's rollouts) into a "
                     "DAG pool; join several models with build_aligned_union_dag_pools.py --pool.")
     ap.add_argument("inputs", nargs="+", metavar="HARNESS_JSON", help="judged harness file(s)")

@@ -6,7 +6,7 @@ One rollout of one subproblem (turn) is judged as the published pipeline did:
   (``extract.extract_all_blocks``); code that does not parse fails every test,
   a subproblem without tests gets an empty verdict list;
 - the code runs on top of a *context module*: the code of earlier turns (see
-  :func:`golden_context` and ``comp_rollouts.py`` for the three modes),
+  :func:`golden_context` and ``rollouts.py`` for the three modes),
   loaded first, in order;
 - an intermediate turn: for each test, ``NAME`` is called with the test's
   ``input``, the text of a Python argument tuple (a trailing ``,)`` is read
@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeflow.comp_dataset import CompProblem
+from codeflow.comp.dataset import CompProblem
 from codeflow.dataset import parse_python
 from codeflow.sandbox import SandboxLimits, run_tests
 from codeflow.verify import Verdict, verdict_from_run

@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m codeflow.comp_sample codeflowbench_comp_test.json --n 462 --seed 0 \\
+    python -m codeflow.comp.sample codeflowbench_comp_test.json --n 462 --seed 0 \\
         --out data/comp_462.json                      # also writes data/comp_462.indices.json
-    python -m codeflow.comp_sample codeflowbench_comp_test.json \\
+    python -m codeflow.comp.sample codeflowbench_comp_test.json \\
         --indices data/comp_462.indices.json --out data/comp_462.json   # the same subset again
 
 With ``--n`` the problems are drawn without replacement by Python's
@@ -12,7 +12,7 @@ With ``--n`` the problems are drawn without replacement by Python's
 With ``--indices`` (a JSON list, or an object with ``indices`` or
 ``source_indices``) exactly those positions are taken, in the file's order of
 the list. Every selected problem gets ``_source_index`` = its position in
-the input, which the loader (``comp_dataset.py``) and the pool conversion use
+the input, which the loader (``dataset.py``) and the pool conversion use
 as the problem's source index. The indices file written beside the subset is
 ``{"indices": [...], "n", "seed", "source"}``.
 """
@@ -80,7 +80,7 @@ def select(items: list[Any], indices: list[int], source: str) -> list[dict[str, 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m codeflow.comp_sample",
+        prog="python -m codeflow.comp.sample",
         description="Draw n problems of a CodeFlow-Comp file with a seed, or restore an exact "
                     "subset from an indices file; tags each with _source_index.")
     ap.add_argument("input", help="Comp file (JSON list of problems)")
