@@ -247,11 +247,6 @@ def estimate_tokens(text: str) -> int:
     return max(1, int(round(len(text) / CHARS_PER_TOKEN_ESTIMATE))) if text else 0
 
 
-# the old private names, until executor/client.py imports the public ones
-_retry_after = parse_retry_after
-_estimate_tokens = estimate_tokens
-
-
 class ChatClient:
     """Async client; use :meth:`complete` per request or :meth:`run_many` for a batch."""
 

@@ -47,7 +47,7 @@ from typing import Any
 
 import httpx
 
-from codeflow.llm_client import FATAL_STATUS, _estimate_tokens, _retry_after
+from codeflow.llm_client import FATAL_STATUS, estimate_tokens, parse_retry_after
 from executor.endpoints import Endpoint
 from executor.ledger import RELEASED, SETTLED, UNBILLED, billing_of
 
@@ -122,8 +122,8 @@ def classify_body(data: Any, messages: list[dict[str, Any]]) -> TryResult:
     source = "usage"
     if pt is None or ct is None:
         source = "local"  # no usable usage: a local count for the trace; the run charges the reservation
-        pt = float(_estimate_tokens(json.dumps(messages, ensure_ascii=False)))
-        ct = float(_estimate_tokens(text))
+        pt = float(estimate_tokens(json.dumps(messages, ensure_ascii=False)))
+        ct = float(estimate_tokens(text))
     kind = "truncated" if choices[0].get("finish_reason") == "length" else "ok"
     return TryResult(kind, text=text, prompt_tokens=pt, completion_tokens=ct, usage_source=source, status_code=200,
                      billing=billing_of(True, True, False), bad_text=bad)
@@ -150,7 +150,7 @@ def classify_error(status: int, raw: bytes, headers: Mapping[str, str]) -> TryRe
     """A complete error answer: not billed; what it means for the request, the endpoint and the run."""
     msg = error_message(raw)
     detail = f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
-    retry = _retry_after(headers)
+    retry = parse_retry_after(headers)
     if status == 429:
         if PERMANENT_429.search(msg):
             return TryResult("http_fatal", status_code=status, detail=detail)
