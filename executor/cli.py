@@ -250,18 +250,26 @@ def cmd_demo(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "world": cmd_world, "demo": cmd_demo, "agree": cmd_agree, "summary": cmd_summary}
+def cmd_quote(argv: Sequence[str]) -> int:
+    from executor.quote import cmd_quote as quote_main
+
+    return quote_main(argv)
+
+
+COMMANDS = {"run": cmd_run, "world": cmd_world, "demo": cmd_demo, "agree": cmd_agree, "summary": cmd_summary,
+            "quote": cmd_quote}
 
 
 @cli_entry
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: python -m executor {run,world,demo,agree,summary} ...\n"
+        print("usage: python -m executor {run,world,demo,agree,summary,quote} ...\n"
               "  run      run a workflow live on the endpoints of an endpoints file\n"
               "  world    serve a pool as an OpenAI-compatible loopback world on 127.0.0.1\n"
               "  demo     MCPP and sequential live on the example pool's first DAG, side by side\n"
               "  agree    live episodes against the loopback world vs simulated ones (exit 1 if they differ)\n"
-              "  summary  the summary of a (possibly cut-off) trace", file=sys.stderr)
+              "  summary  the summary of a (possibly cut-off) trace\n"
+              "  quote    the cheapest budget reaching a target on-time probability at a deadline", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return COMMANDS[argv[0]](argv[1:])
