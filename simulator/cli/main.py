@@ -212,6 +212,12 @@ def cmd_predict(argv: Sequence[str]) -> int:
     return predict_main(argv)
 
 
+def cmd_calibrate(argv: Sequence[str]) -> int:
+    from simulator.cli.calibrate import calibrate_main
+
+    return calibrate_main(argv)
+
+
 def cmd_methods(argv: Sequence[str]) -> int:
     """List the registered methods: how each runs and the method sets it belongs to."""
     ap = argparse.ArgumentParser(prog="python -m simulator methods", description=cmd_methods.__doc__)
@@ -249,13 +255,14 @@ commands:
              (--budget-ratio / --deadline-ratio: multiples of the DAG's nominal budget and deadline)
   plan       MCPP's first decision on one DAG and its estimate
   predict    MCPP's completion probability over a (budget, deadline) grid of one DAG
+  calibrate  MCPP's first-decision estimates against the on-time rate realized (reliability, ECE)
   methods    the methods (MCPP and the baselines), how each runs, and the method sets
 
 `python -m simulator COMMAND --help` describes a command's options. Every user error is one
 readable line on stderr with exit code 2. Terms and units: docs/problem.md."""
 
 COMMANDS = {"methods": cmd_methods, "validate": cmd_validate, "simulate": cmd_simulate, "plan": cmd_plan,
-            "predict": cmd_predict}
+            "predict": cmd_predict, "calibrate": cmd_calibrate}
 #: commands not listed in the usage (``_prewarm``: the cold-start helper ``simulate`` starts)
 HIDDEN = {"_prewarm": cmd_prewarm}
 
