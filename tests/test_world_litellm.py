@@ -147,34 +147,30 @@ def test_the_backends_words_reach_the_client_through_the_gateway(hostile, proxy,
     assert (hostile.world.bill_of(0, trial) > 0) == FAULT_CLASSES[cls][0]  # the cut body was billed, every try
 
 
-def test_executor_run_through_the_gateway_makes_the_same_requests(world, proxy):
-    """``sequential`` through a default LiteLLM proxy: request for request the run straight at the world."""
-    import asyncio
+def test_executor_run_through_the_gateway_makes_the_same_requests(world, proxy, tmp_path):
+    """``executor run --method sequential`` through a default LiteLLM proxy: request for request, outcome for
+    outcome, the same run straight at the world (the keys travel in the body's ``mcpp`` object)."""
+    import json
+    import subprocess
+    import sys
 
-    from executor.agree import http_client
-    from executor.inputs import make_workflow
-    from executor.live import LiveRun
-    from executor.trace import Trace
-    from simulator.costs.nominal import nominal_budget, nominal_deadline
+    from executor.endpoints import endpoints_toml
+    from tests.executor_helpers import ENV, ROOT
 
-    pool = load_dag(POOL, 0)[0]
-    wf = make_workflow(pool, 0, POOL, None, "", None, "token_cost_mean")
-    budget, deadline = 2 * nominal_budget(wf.arr), 20 * nominal_deadline(wf.arr)
     direct = {e.model_id: e for e in world.world.endpoints()}
     via = gateway_endpoints(direct, proxy)
-
-    def run(eps, trial):
-        async def go():
-            tr = Trace(None)
-            async with http_client() as http:
-                res = await LiveRun(wf, eps, "sequential", budget, deadline, http=http, clock=Clock(SCALE),
-                                    trace=tr, trial=trial).run()
-            return res, [(e["node"], e["model"], e["attempt"], e["status"], e["output_tokens"], e["cost"])
-                         for e in tr.events if e["event"] == "request"]
-
-        return asyncio.run(go())
-
-    for trial in (11, 12):
-        (a, ra), (b, rb) = run(direct, trial), run(via, trial)
-        assert ra and sorted(ra) == sorted(rb), (ra, rb)  # the same requests and outcomes (order: timing)
-        assert a.termination == b.termination and a.spent == b.spent
+    runs = {}
+    for name, eps in (("direct", direct), ("gateway", via)):
+        ep_file, trace = tmp_path / f"{name}.toml", tmp_path / f"{name}.jsonl"
+        ep_file.write_text(endpoints_toml(eps.values()))
+        r = subprocess.run([sys.executable, "-m", "executor", "run", "--pool", POOL, "--dag", "0", "--endpoints",
+                            str(ep_file), "--budget-ratio", "2", "--deadline-ratio", "20", "--time-scale", str(SCALE),
+                            "--method", "sequential", "--trial", "11", "--trace", str(trace)],
+                           cwd=ROOT, env={**ENV, **os.environ}, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        ev = [json.loads(x) for x in trace.read_text().splitlines()]
+        runs[name] = (ev[-1], sorted((e["node"], e["model"], e["attempt"], e["status"], e["output_tokens"], e["cost"])
+                                     for e in ev if e["event"] == "request"))
+    (end_a, reqs_a), (end_b, reqs_b) = runs["direct"], runs["gateway"]
+    assert reqs_a and reqs_a == reqs_b  # the same requests and outcomes (their order: timing)
+    assert end_a["termination"] == end_b["termination"] and end_a["spent"] == end_b["spent"]
