@@ -713,8 +713,13 @@ class LiveRun:
                         out.faults["truncated"] += 1
                     break
                 out.faults[r.kind] += 1
-                if r.kind == "http_429":
-                    gate.close_for(r.retry_after)
+                if r.kind == "http_429" and r.retry_after is not None:
+                    if r.retry_after >= self.clock.to_wall(self.time_left()):  # unavailable for the rest of the run
+                        self.model_down(model_id, replace(r, detail=f"{r.detail} (asks to wait {r.retry_after:.3g} s "
+                                                                    f"by Retry-After, more than the time left)"))
+                        out.status = "model_down"
+                        break
+                    gate.close_for(r.retry_after)  # every sample and run of the process waits for it
                 if self.health.record(model_id, r.kind):
                     self.model_down(model_id, r)
                     out.status = r.kind if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
