@@ -93,6 +93,19 @@ def test_grid_done_shard_with_a_bad_part_is_recomputed_with_a_warning(finished_g
     assert merged_bytes(rd) == before
 
 
+def test_grid_record_edited_to_the_same_size_is_recomputed_by_one_rerun(finished_grid):
+    env, rd, before = finished_grid
+    victim = os.path.join(rd, "outputs", "b00", "dag_000003.jsonl")
+    text = open(victim, encoding="utf-8").read()
+    i = text.index('"total_cost":') + len('"total_cost":')
+    digit = text[i]
+    open(victim, "w", encoding="utf-8").write(text[:i] + ("7" if digit != "7" else "8") + text[i + 1:])
+    assert os.path.getsize(victim) == len(text.encode())
+    r = harness("local", env, "--no-prepare", "--no-progress")
+    assert victim in r.stderr and "edited" in r.stderr, r.stderr
+    assert merged_bytes(rd) == before
+
+
 # ----------------------------------------------------------------------------- the surface
 
 SMALL = {"N_DAGS": "3", "N_EXEC_TRIALS": "3", "SURFACE_BUDGETS": "800:12000:3", "SURFACE_DEADLINES": "30:300:2",
