@@ -276,12 +276,16 @@ def act_paper(args, v) -> int:
 
 
 def act_surface(args, v) -> int:
-    from .surface.files import merge_surface
+    from .surface.files import DamagedParts, merge_surface
     from .surface.job import JOB_DIR, prepare_surface, resolve_surface
 
     rd = run_dir_from_env(settings=v)
     if args.merge:
-        merge_surface(rd.path)
+        try:
+            merge_surface(rd.path)
+        except DamagedParts as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
         return 0
     cfg, run_cfg = resolve_surface()  # every setting, checked before any work
     from .rundir import RunDir

@@ -12,10 +12,11 @@ restarted or re-laid-out run reuses every verified file.
 
 A per-DAG file (a *part*) starts with one header line,
 ``{"mcpp_part": 1, "fingerprint": ..., "dag_idx": ..., "group": ...,
-"n_records": ..., "records_bytes": ...}``: the fingerprint of the settings that
-make the part (:meth:`ShardSpec.part_fingerprint`) and its own counts. A part
-is **verified** when the header names this DAG, group and fingerprint, the
-file has exactly the announced size, and every record parses and is one of
+"n_records": ..., "records_bytes": ..., "records_sha256": ...}``: the
+fingerprint of the settings that make the part
+(:meth:`ShardSpec.part_fingerprint`) and its own counts. A part is
+**verified** when the header names this DAG, group and fingerprint, the file
+has exactly the announced size and records hash, and every record parses and is one of
 the expected ones: one per (cell of the group, method label, trial), each
 naming the right DAG. A truncated, partial, foreign or swapped file fails
 verification and is redone. The quick check (:func:`quick_check_part`, used
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import shlex
@@ -75,6 +77,9 @@ def expand_ints(text: str) -> list[int]:
     return out
 
 
+MAX_DAGS_PER_SHARD = 10_000_000  # a typo like 0-1000000000 is refused, not expanded into memory
+
+
 def parse_dag_list(text: str, name: str = "--dags") -> list[int]:
     """A job line's DAG list (``0-9,12``): non-empty, ascending ranges, each DAG once, every row >= 0.
 
@@ -97,6 +102,8 @@ def parse_dag_list(text: str, name: str = "--dags") -> list[int]:
             raise ConfigError(f"{name} {text!r}: rows are integers >= 0, got {lo}")
         if hi < lo:
             raise ConfigError(f"{name} {text!r}: the range {part!r} is descending (write {hi}-{lo})")
+        if hi - lo + len(out) >= MAX_DAGS_PER_SHARD:
+            raise ConfigError(f"{name} {text!r}: more than {MAX_DAGS_PER_SHARD} DAGs in one shard")
         out.extend(range(lo, hi + 1))
     if not out:
         raise ConfigError(f"{name} {text!r}: no DAG given (write e.g. '0-9,12')")
@@ -378,8 +385,10 @@ PART_FORMAT = 1
 
 def part_header(dag: int, group: str, fingerprint: str, records_text: str) -> str:
     """The header line of a part holding ``records_text`` (its records, one JSON line each)."""
+    data = records_text.encode("utf-8")
     head = {PART_KEY: PART_FORMAT, "fingerprint": fingerprint, "dag_idx": dag, "group": group,
-            "n_records": records_text.count("\n"), "records_bytes": len(records_text.encode("utf-8"))}  # fmt: skip
+            "n_records": records_text.count("\n"), "records_bytes": len(data),
+            "records_sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
     return json.dumps(head, separators=(",", ":")) + "\n"
 
 
@@ -397,6 +406,23 @@ def _read_header(path: str) -> tuple[dict | None, int, int]:
     except ValueError:
         rec = None
     return (rec if is_part_header(rec) else None), len(first), size
+
+
+def has_part_header(path: str) -> bool:
+    """Whether the file starts with a part header (parts written before headers existed do not)."""
+    try:
+        return _read_header(path)[0] is not None
+    except OSError:
+        return False
+
+
+def _records_sha256(path: str, skip: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        fh.seek(skip)
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _header_problem(head: dict, head_len: int, size: int, dag: int, expected: set, fingerprint: str | None,
@@ -441,6 +467,8 @@ def check_dag_output(path: str, dag: int, expected: set[tuple[str, str, int]], f
             return FileCheck(False, problem)
         if quick:
             return FileCheck(True, "", n_lines=len(expected))
+        if _records_sha256(path, head_len) != head.get("records_sha256"):
+            return FileCheck(False, "edited (its records differ from the header's sha256)")
     present: set = set()
     bad = False
     n = 0

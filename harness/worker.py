@@ -195,6 +195,7 @@ class ShardRunner:
         stop: threading.Event | None = None,
         worker_id: str | None = None,
         log: Callable[[str], None] = print,
+        trusted: set[str] | None = None,
     ) -> None:
         rd.require_prepared()
         self.rd = rd
@@ -207,15 +208,16 @@ class ShardRunner:
         self.reuse_process = False
         self._host: ShardHost | None = None
         self._host_broken = False
-        self._trusted: set[str] = set()  # done shards whose parts this runner checked
+        self._trusted: set[str] = set() if trusted is None else trusted  # done shards whose parts were checked
 
     def done_and_verified(self, sid: str, spec) -> bool:
-        """Whether shard ``sid`` is done and its parts still check (header, size, fingerprint, counts).
+        """Whether shard ``sid`` is done and its parts still verify (size, fingerprint, counts, content hash).
 
-        A done shard with a missing, truncated, foreign or swapped part is
-        made pending again, with a warning naming the parts, so it is
+        A done shard with a missing, truncated, edited, foreign or swapped
+        part is made pending again, with a line naming the parts, so it is
         recomputed (only its bad parts: the good ones verify and are kept).
-        Checked once per runner (a few bytes per part).
+        Each done shard is read once per runner (or per ``local``, whose
+        runners share ``trusted``), as the merge would read it.
         """
         if not self.state.is_done(sid):
             return False
@@ -370,10 +372,10 @@ class ShardRunner:
             last = self._heartbeat_if_due(sid, total, attempt, last, prog_path)
 
 
-def bad_parts(spec) -> dict[str, str]:
-    """{part path: problem} of the parts of ``spec`` that fail the quick check."""
+def bad_parts(spec, quick: bool = False) -> dict[str, str]:
+    """{part path: problem} of the parts of ``spec`` that fail verification (``quick``: header and size only)."""
     out = {}
-    for d, c in quick_verify_shard(spec).items():
+    for d, c in (quick_verify_shard(spec) if quick else verify_shard(spec)).items():
         if not c.ok:
             path = spec.part(d) if hasattr(spec, "part") else spec.dag_output(d)
             out[path] = c.problem
@@ -493,9 +495,11 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
         with lock:
             messages.append(msg)
 
+    trusted: set[str] = set()  # shared by the workers: each done shard's parts are read once
+
     def work() -> None:
         try:
-            runner = ShardRunner(rd, opts, stop, log=log)
+            runner = ShardRunner(rd, opts, stop, log=log, trusted=trusted)
             for k, v in auto_loop(runner).items():
                 with lock:
                     counts[k] = counts.get(k, 0) + v

@@ -3,8 +3,11 @@
 Files (compact JSON, each written atomically): ``manifest.json``,
 ``axes.json``, ``queries.json`` and ``matrices/query_NNN.json``, in the
 published format plus our fields (every method's matrices, Wilson 95%
-bounds, mean cost, trials per cell). A DAG whose part is missing gives
-``null`` cells (counted in ``missing_cells``). Rounding: ``success_pct`` is
+bounds, mean cost, trials per cell). A DAG whose part is missing (not
+computed yet) gives ``null`` cells (counted in ``missing_cells``); a part
+that was computed but no longer verifies (truncated, edited, swapped, of
+another run) stops the merge before anything is written (:class:`DamagedParts`,
+exit 1) and its shard is pending again. Rounding: ``success_pct`` is
 ``floor(100 x successes / n_trials + 0.5)`` (half up), the Wilson bounds are
 percentages rounded to 0.1 (half up as well).
 """
@@ -18,6 +21,7 @@ import os
 
 import numpy as np
 
+from simulator.base.errors import UserError
 from simulator.base.io_utils import atomic_write_text, dumps_compact
 from simulator.base.scoring import wilson_bounds
 from simulator.methods import method_spec
@@ -28,6 +32,10 @@ FORMAT_VERSION = 1
 NOTICE = ("Simulated on-time-within-budget success rates of the listed methods, computed by this project's "
           "simulator from the pool's statistics (synthetic pools are not measurements).")  # fmt: skip
 UNITS = {"output_money_cost_mean": "USD", "token_cost_mean": "tokens", "cost_mean": "cost", "lat_mean": "s"}
+
+
+class DamagedParts(UserError):
+    """Parts that were computed but no longer verify: the merge writes nothing (exit 1)."""
 
 
 def _half_up(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
@@ -62,6 +70,7 @@ def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
     shard_of = {d: s for s in shards for d in s.dags}
     parts: dict[int, dict | None] = {}
     state = ShardState(os.path.join(job, "state"))
+    bad: list[str] = []
     for d in cfg.dags:
         spec = shard_of[d]
         check = check_part(spec.part(d), d, fp, spec.counts())
@@ -70,9 +79,12 @@ def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
             with open(spec.part(d), encoding="utf-8") as fh:
                 parts[d] = json.load(fh)
         elif check.problem != "missing" or state.is_done(spec.shard_id):
-            log(f"surface: {spec.part(d)}: {check.problem}; its cells are missing here "
-                f"(shard {spec.shard_id} is pending again: `surface` recomputes it)")  # fmt: skip
-            state.unmark_done(spec.shard_id)
+            bad.append(f"{spec.part(d)} ({check.problem})")
+            state.unmark_done(spec.shard_id)  # pending again: the next `surface` recomputes it
+    if bad:  # a damaged part is never published, and the surface it would replace stays as it was
+        raise DamagedParts(f"surface: {len(bad)} part(s) bad, nothing written: {'; '.join(bad[:3])}"
+                           f"{' ...' if len(bad) > 3 else ''}; their shards are pending again: "
+                           "`bash run_experiment.sh surface` recomputes them")  # fmt: skip
     missing = [d for d in cfg.dags if parts[d] is None]
     known = _pool_titles(cfg.pool_path, missing) if missing else {}
     queries, counts = [], {"complete": 0, "missing": 0}

@@ -29,7 +29,7 @@ from ..shards import RUN_SHARD, FileCheck, compress_ints
 
 KIND = "surface"
 JOB_DIR = "surface_job"
-PART_FORMAT = 1
+PART_FORMAT = 2  # 2: a part carries the sha256 of its content (parts of format 1 are recomputed)
 
 
 @dataclass
@@ -44,6 +44,7 @@ class SurfaceShard:
     fingerprint: str
     out_dir: str = "outputs"
     progress_file: str | None = None
+    method_names: list[str] = field(default_factory=list)  # the run's methods (a part has each of them)
 
     @property
     def shard_id(self) -> str:
@@ -66,7 +67,8 @@ class SurfaceShard:
         return {d: check_part(self.part(d, out_dir), d, self.fingerprint, self.counts()) for d in self.dags}
 
     def counts(self) -> dict:
-        return {"n_cells": self.n_cells, "n_trials": self.n_trials, "n_methods": self.n_methods}
+        return {"n_cells": self.n_cells, "n_trials": self.n_trials, "n_methods": self.n_methods,
+                "methods": list(self.method_names)}  # fmt: skip
 
     def command(self, python: str) -> str:
         argv = [python, RUN_SHARD, "--surface", "--shard", str(self.shard), "--dags", compress_ints(self.dags)]
@@ -115,6 +117,8 @@ def part_problem(doc: object, dag: int, fingerprint: str, counts: dict | None = 
     methods = doc.get("methods")
     if not isinstance(methods, dict) or len(methods) != counts["n_methods"]:
         return f"{len(methods) if isinstance(methods, dict) else 'no'} methods, expected {counts['n_methods']}"
+    if counts.get("methods") and sorted(methods) != sorted(counts["methods"]):
+        return f"methods {sorted(methods)}, expected {sorted(counts['methods'])}"
     for name, m in methods.items():
         if not isinstance(m, dict):
             return f"method {name!r}: not an object"
@@ -142,7 +146,17 @@ def check_part(path: str, dag: int, fingerprint: str, counts: dict | None = None
     problem = part_problem(doc, dag, fingerprint, counts)
     if problem:
         return FileCheck(False, problem)
+    if doc.get("sha256") != part_sha256(doc):
+        return FileCheck(False, "edited (its content differs from its sha256)")
     return FileCheck(True, "", n_lines=1)
+
+
+def part_sha256(doc: dict) -> str:
+    """The sha256 of a part's content (every field but ``sha256``), compact JSON with sorted keys."""
+    import hashlib
+
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _no_constant(name: str):
@@ -261,7 +275,7 @@ def prepare_surface(run_dir: str, cfg: SurfaceConfig, run_cfg, dags_per_shard: i
     k = dags_per_shard or max(1, min(10, len(cfg.dags) // 8 or 1))
     shards = [
         SurfaceShard(shard=n, dags=cfg.dags[s : s + k], n_cells=len(cfg.budgets) * len(cfg.deadlines),
-                     n_trials=cfg.n_trials, n_methods=len(cfg.methods), fingerprint=fp,
+                     n_trials=cfg.n_trials, n_methods=len(cfg.methods), fingerprint=fp, method_names=list(cfg.methods),
                      progress_file=os.path.join("state", f"s{n:05d}.progress"))
         for n, s in enumerate(range(0, len(cfg.dags), k))
     ]  # fmt: skip
@@ -327,6 +341,7 @@ def run_surface_shard(shard: int, log=print) -> int:
         st = pool[pos]
         part = {"format": PART_FORMAT, "fingerprint": spec.fingerprint, "dag_index": d, "problem_id": st.problem_id,
                 "n_nodes": st.n_nodes, "n_trials": cfg.n_trials, "methods": methods}  # fmt: skip
+        part["sha256"] = part_sha256(part)
         atomic_write_text(spec.part(d), dumps_compact(part) + "\n")
         progress.dags_done += 1
         progress.write(force=True)
