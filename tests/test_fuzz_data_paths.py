@@ -101,7 +101,7 @@ def out_choice(data, tmp: str, inputs: list[str], label: str) -> str:
 @_settings(ci_examples=40)
 @given(data=st.data())
 def test_fuzz_comp_sample(data):
-    from codeflow.comp_sample import main
+    from codeflow.comp.sample import main
 
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "comp.json")
@@ -132,7 +132,7 @@ def test_fuzz_comp_sample(data):
 @_settings(ci_examples=40)
 @given(data=st.data())
 def test_fuzz_comp_split(data):
-    from codeflow.comp_split import main
+    from codeflow.comp.split import main
 
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "comp.json")
@@ -164,7 +164,7 @@ def test_fuzz_comp_split(data):
 @_settings(ci_examples=40)
 @given(data=st.data())
 def test_fuzz_comp_to_pool(data):
-    from codeflow.comp_to_pool import main
+    from codeflow.comp.to_pool import main
     from simulator.pools.pool import load_pool
 
     with tempfile.TemporaryDirectory() as tmp:
