@@ -25,12 +25,12 @@ from executor.inputs import (
     live_cost_mode,
     load_dag,
     make_workflow,
-    writable_file,
 )
 from executor.live import EXIT_CODES, LiveRun, Options
 from executor.trace import Trace, format_summary, read_trace, summarize
 from executor.world import Faults, World, serve_until_stopped, stats_dict
 from simulator.base.errors import ConfigError, cli_entry
+from simulator.base.outputs import check_output_path
 from simulator.base.settings import check_seed
 from simulator.mcpp.params import MCPP, add_mcpp_arguments, mcpp_params_from_args, resolve_params
 
@@ -171,7 +171,7 @@ def cmd_world(argv: Sequence[str]) -> int:
         raise ConfigError(f"--fault-*: {exc}") from None
     pool, dag = load_dag(args.pool, args.dag)
     if args.write_endpoints:
-        writable_file(args.write_endpoints, "--write-endpoints", [args.pool, args.tasks])
+        check_output_path(args.write_endpoints, inputs=[args.pool, args.tasks], flag="--write-endpoints")
     tasks = {}
     if args.tasks:
         wf = make_workflow(pool, dag, args.pool, None, "", args.tasks, "token_cost_mean")

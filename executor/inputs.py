@@ -9,7 +9,6 @@ an unknown method, a cost mode with no live meaning.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from executor.endpoints import Endpoint, check_models_served
 from executor.live import Workflow
 from executor.tasks import load_tasks
 from simulator.base.errors import ConfigError
+from simulator.base.outputs import check_output_path
 from simulator.base.validation import check_number
 from simulator.costs.arrays import CostSetting, build_arrays
 from simulator.costs.charges import DEFAULT_PRICES, normalize_cost_mode
@@ -65,6 +65,11 @@ def make_workflow(pool: Pool, dag: int, pool_path: str, endpoints: Mapping[str, 
     models = [m for j, m in enumerate(stats.model_ids) if stats.available[:, j].any()]
     if endpoints is not None:
         check_models_served(endpoints, models, endpoints_path, where)
+        known = {m for st in pool for m in st.model_ids}
+        for m in endpoints:
+            if m not in known:  # a typo must not go unnoticed
+                raise ConfigError(f"{endpoints_path}: [models.{m}]: the pool ({pool_path}) has no model {m!r} "
+                                  f"(its models: {', '.join(sorted(known))})")
         prices, default_model = live_prices(endpoints, stats)
     else:
         prices, default_model = dict(DEFAULT_PRICES), None
@@ -91,26 +96,7 @@ def budget_and_deadline(args, wf: Workflow, time_scale: float) -> tuple[float, f
     return float(positive_finite(budget, "the budget")), float(positive_finite(deadline, "the deadline"))
 
 
-def writable_file(path: str, flag: str, inputs: Iterable[str | None]) -> Path:
-    """An output file path that names none of the command's inputs and whose folder can be written."""
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError(f"{flag} {path}: is a folder; name a file")
-    for src in inputs:
-        if src and Path(src).exists() and p.exists() and p.resolve() == Path(src).resolve():
-            raise ConfigError(f"{flag} {path}: is an input of this command ({src}); name another file")
-    parent = p.resolve().parent
-    probe = parent
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK):
-        raise ConfigError(f"{flag} {path}: the folder {probe} cannot be written")
-    return p
-
-
 def check_trace_path(trace: str, inputs: Iterable[str | None], overwrite: bool) -> Path:
-    """``--trace``: a new file (``--overwrite`` replaces one), never one of the run's inputs."""
-    p = writable_file(trace, "--trace", inputs)
-    if p.exists() and not overwrite:
-        raise ConfigError(f"--trace {trace}: exists already; name a new file or pass --overwrite")
-    return p
+    """``--trace``: a new file (``--overwrite`` replaces one), never one of the run's inputs, never a folder
+    (the project's one rule for output paths, :func:`simulator.base.outputs.check_output_path`)."""
+    return check_output_path(trace, inputs=list(inputs), flag="--trace", overwrite=overwrite)

@@ -169,6 +169,12 @@ def _check_task(raw: Any, nid: int, where: str) -> dict[str, Any]:
     else:
         if not isinstance(raw.get("template"), str) or not isinstance(raw.get("values"), Mapping):
             raise ConfigError(f"{where}: node {nid}: a proofflow task needs 'template' and 'values'")
+        from ProofFlow.prompts import load_template, render
+
+        try:  # the template exists and its values fill it: found now, not at the first request
+            render(load_template(raw["template"]), **{k: str(v) for k, v in raw["values"].items()})
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: node {nid}: proofflow template {raw['template']!r}: {exc}") from None
     return dict(raw)
 
 
@@ -217,7 +223,10 @@ def build_tasks(doc: Mapping[str, Any] | None, node_ids: Sequence[int], parents:
 def _codeflow_problem(doc, spec, cache, where, nid):
     from codeflow.dataset import DEFAULT_DATASET, load_problems
 
-    path = str(doc.get("dataset") or DEFAULT_DATASET)
+    dataset = doc.get("dataset")
+    if dataset is not None and (not isinstance(dataset, str) or not dataset):
+        raise ConfigError(f"{where}: 'dataset' must be the path of a CodeFlowBench file (a string), got {dataset!r}")
+    path = dataset or str(DEFAULT_DATASET)
     if path not in cache:
         cache[path] = {p.problem_id: p for p in load_problems(path)}
     problem = cache[path].get(spec["problem"])

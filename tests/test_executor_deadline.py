@@ -187,7 +187,7 @@ def test_unset_api_key_env_and_trace_paths_are_refused_before_any_request(tmp_pa
         r = cli(*base, "--endpoints", str(world.endpoints), "--trace", str(existing))
         assert r.returncode == 2 and "exists" in r.stderr and existing.read_text() == "keep me\n"
         r = cli(*base, "--endpoints", str(world.endpoints), "--trace", str(tmp_path))
-        assert r.returncode == 2 and "folder" in r.stderr
+        assert r.returncode == 2 and "directory" in r.stderr
         assert world.proc.poll() is None
     assert "world stopped" not in r.stdout
 
@@ -321,3 +321,27 @@ def test_the_deadlines_clock_starts_after_every_kernel_is_compiled(tmp_path):
     first_plan = next(e for e in ev if e["event"] == "plan")
     assert first_plan["t"] < 0.15, first_plan  # no compilation between the run's start and its first decision
     assert first_plan["planner_ms"] < 150, first_plan
+
+
+@pytest.mark.parametrize("doc, words", [
+    ({"dataset": 5, "default": {"kind": "codeflow", "problem": "p", "subproblem": "s"}}, "'dataset' must be the path"),
+    ({"default": {"kind": "proofflow", "template": "no_such_template", "values": {}}},
+     "node 0: proofflow template 'no_such_template'"),
+])
+def test_task_payloads_are_checked_at_load(doc, words):
+    with pytest.raises(ConfigError) as exc:
+        build_tasks(doc, [0, 1], {}, "t.json")
+    assert words in str(exc.value) and "t.json" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_an_endpoint_for_a_model_the_pool_lacks_and_an_output_naming_an_input_are_refused(tmp_path):
+    with WorldProcess(tmp_path) as world:
+        text = world.endpoints.read_text() + world.endpoints.read_text().split("\n\n")[0].replace(
+            '[models."4B_ins"]', '[models."4B_insx"]') + "\n"
+        eps = tmp_path / "typo.toml"
+        eps.write_text(text)
+        r = cli("run", "--pool", POOL, "--budget-ratio", "1", "--deadline-ratio", "1", "--endpoints", str(eps),
+                "--trace", str(tmp_path / "t.jsonl"))
+        assert r.returncode == 2 and "'4B_insx'" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r = cli("world", "--pool", POOL, "--write-endpoints", POOL, "--max-seconds", "1")
+    assert r.returncode == 2 and "input" in r.stderr and r.stderr.count("\n") == 1
