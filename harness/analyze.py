@@ -16,8 +16,9 @@ Tables (CSV and Parquet, in ``<run>/analysis/``):
 
 ``main_table.tex``: the main table as a LaTeX booktabs ``tabular``.
 
-Plots (PNG, with PDF and SVG beside each, ``plots/``): success vs budget per deadline; a budget x deadline
-heatmap per method; each non-baseline method minus the best baseline as a heatmap.
+Plots (PNG, with PDF and SVG beside each when ``PLOT_FORMATS`` asks, ``plots/``): success vs budget per
+deadline; a budget x deadline heatmap per method; each non-baseline method minus the best baseline as a
+heatmap. They are drawn in worker processes while the tables are written (``harness.plots.start_plots``).
 """
 
 from __future__ import annotations
@@ -198,9 +199,10 @@ def _write_table(df: pd.DataFrame, out_dir: str, name: str) -> None:
     os.replace(tmp, os.path.join(out_dir, f"{name}.parquet"))
 
 
-def analyze_run(merged_dir: str, out_dir: str, plots: bool = True) -> AnalysisResult:
-    """Everything from the merged directory alone; writes tables, plots and report.md."""
-    from .plots import make_plots
+def analyze_run(merged_dir: str, out_dir: str, plots: bool = True, formats=("png",),
+                plot_workers: int | None = None) -> AnalysisResult:  # fmt: skip
+    """Everything from the merged directory alone; writes tables, plots (``formats``) and report.md."""
+    from .plots import start_plots
     from .report import write_report
 
     report = load_report(merged_dir)
@@ -219,13 +221,15 @@ def analyze_run(merged_dir: str, out_dir: str, plots: bool = True) -> AnalysisRe
     best = best_baseline_table(summary, paired, cells)
     mt = main_table(summary, cells, labels)
     os.makedirs(out_dir, exist_ok=True)
+    drawing = start_plots(summary, best, cells, labels, os.path.join(out_dir, "plots"), run, formats,
+                          plot_workers) if plots else None  # fmt: skip
     _write_table(summary, out_dir, "summary")
     _write_table(best, out_dir, "best_baseline")
     if not paired.empty:
         _write_table(paired, out_dir, "paired")
     _write_table(mt.reset_index(), out_dir, "main_table")
     atomic_write_text(os.path.join(out_dir, "main_table.tex"), main_table_tex(mt))  # booktabs, for a paper
-    pngs = make_plots(summary, best, cells, labels, os.path.join(out_dir, "plots"), run) if plots else []
+    pngs = drawing.wait() if drawing is not None else []
     text = table_text(mt, "On-time success (%) per method (rows) and cell (columns):")
     rp = write_report(out_dir, run, report, summary, paired, best, mt, pngs)
     return AnalysisResult(summary, paired, best, mt, text, rp, pngs)

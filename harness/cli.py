@@ -36,7 +36,8 @@ actions:
   resume           release stale claims: owner process / SLURM task gone, or heartbeat older than
                    STALE_SECONDS (--retry-failed: also make failed shards pending again)
   merge            combine per-DAG outputs per cell; coverage check (exit 1 naming what is missing)
-  analyze          tables (CSV + Parquet), plots (PNG) and report.md from merged/
+  analyze          tables (CSV + Parquet), plots (PNG; PDF/SVG too with PLOT_FORMATS=png,pdf,svg) and report.md
+                   from merged/
   report           print the Markdown report (analyze first if needed)
   claims [RUN..]   test the paper's three claims on runs of one pool and grid (one per execution-rule mode
                    and planning-noise level): analysis/claims.md, tables (CSV, LaTeX), regime map
@@ -126,7 +127,7 @@ def act_local(args, v) -> int:
     from .merge import merge
 
     merge(rd)
-    res = analyze_run(rd.merged, rd.analysis)
+    res = analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
     print()
     print(res.main_table_text)
     print(f"\nreport: {res.report_path}")
@@ -233,7 +234,7 @@ def act_analyze(args, v) -> int:
     from .analyze import analyze_run
 
     rd = run_dir_from_env(settings=v)
-    res = analyze_run(rd.merged, rd.analysis)
+    res = analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
     print(res.main_table_text)
     print(f"\ntables, plots and report in {rd.analysis}")
     return 0
@@ -245,7 +246,7 @@ def act_report(args, v) -> int:
     rd = run_dir_from_env(settings=v)
     path = os.path.join(rd.analysis, "report.md")
     if not os.path.exists(path):
-        analyze_run(rd.merged, rd.analysis)
+        analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
     with open(path, encoding="utf-8") as fh:
         print(fh.read())
     return 0
@@ -260,7 +261,7 @@ def act_claims(args, v) -> int:
         dirs = resolve_run_dirs(names, variables.read(os.environ, "RESULTS_ROOT"))
     else:
         dirs = [run_dir_from_env(settings=v).path]
-    res, path = claims_from_dirs(dirs, v["CLAIMS_OUT"], v["CLAIMS_MARGIN"])
+    res, path = claims_from_dirs(dirs, v["CLAIMS_OUT"], v["CLAIMS_MARGIN"], formats=v["PLOT_FORMATS"])
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if line.startswith(("- **Claim", "  - ")):
