@@ -106,15 +106,58 @@ def _prepare_or_load(args, v):
     return prepare(force=getattr(args, "force", False))
 
 
-def act_local(args, v) -> int:
-    from .status import release_dead_claims, render_status, unfinished_message
-    from .worker import run_local
+def _prestart_hosts(args, v) -> None:
+    """Start the workers' shard hosts now, so their imports run while ``prepare`` validates the pool.
 
-    rd = _prepare_or_load(args, v)
+    Only with a warm compiled-code cache (a cold one is compiled by the
+    warm-up first, harness/warmup.py) and when ``prepare`` runs here (its
+    ``PYTHON`` is the job lines' interpreter).
+    """
+    from simulator.base import prewarm
+
+    from .shards import RUN_SHARD
+    from .warmup import GROUP_KERNELS
+    from .worker import prestart_hosts, shard_env, threads_per_worker
+
+    if getattr(args, "no_prepare", False) or not prewarm.cache_has(k for g in GROUP_KERNELS.values() for k in g):
+        return
+    n = v["N_WORKERS"] or variables.cores()
+    prestart_hosts(v["PYTHON"], RUN_SHARD, shard_env(threads_per_worker(variables.cores(), n)), n)
+
+
+def seconds_since_process_start() -> float | None:
+    """Wall seconds since this process started (Linux ``/proc``; None elsewhere)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def act_local(args, v) -> int:
+    import time
+
+    from .status import release_dead_claims, render_status, unfinished_message
+    from .worker import release_spare_hosts, run_local
+
+    timings = {"start_s": seconds_since_process_start()}  # interpreter, imports and the settings check
+    t = time.perf_counter()
+    _prestart_hosts(args, v)
+    try:
+        rd = _prepare_or_load(args, v)
+    except BaseException:
+        release_spare_hosts()
+        raise
+    timings["prepare_s"] = time.perf_counter() - t
     n = v["N_WORKERS"] or variables.cores()
     release_dead_claims(rd)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
+    t = time.perf_counter()
     run_local(rd, n, worker_options(v), progress=not args.no_progress)
+    timings["shards_s"] = time.perf_counter() - t
     stale = v["STALE_SECONDS"]
     from .state import ShardState
 
@@ -126,12 +169,26 @@ def act_local(args, v) -> int:
     from .analyze import analyze_run
     from .merge import merge
 
+    t = time.perf_counter()
     merge(rd)
+    timings["merge_s"] = time.perf_counter() - t
+    t = time.perf_counter()
     res = analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
+    timings["analysis_s"] = time.perf_counter() - t
+    timings["analysis"] = res.timings
+    _write_timings(rd, timings)
     print()
     print(res.main_table_text)
     print(f"\nreport: {res.report_path}")
     return 0
+
+
+def _write_timings(rd, timings: dict) -> None:
+    """``<run>/logs/local_timings.json``: wall seconds of the phases of this ``local`` (never a result)."""
+    from simulator.base.io_utils import atomic_write_json
+
+    out = {k: (round(x, 3) if isinstance(x, float) else x) for k, x in timings.items()}
+    atomic_write_json(os.path.join(rd.logs, "local_timings.json"), out)
 
 
 def act_shard(args, v) -> int:
@@ -396,4 +453,6 @@ __all__ = ["main", "UserError", "ConfigError"]
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from .cli_util import exit_now
+
+    exit_now(main())

@@ -135,4 +135,6 @@ def child_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))
+    from .cli_util import exit_now
+
+    exit_now(child_main(sys.argv[1:]))  # the workers wait for this process: no interpreter teardown

@@ -125,14 +125,14 @@ class ShardHost:
     :func:`auto_loop`; killed to stop a shard, as a shard process would be.
     """
 
-    def __init__(self, python: str, script: str, env: dict) -> None:
+    def __init__(self, python: str, script: str, env: dict, preload: bool = False) -> None:
         from .shard_host import COMMAND
 
         root = os.path.dirname(script)
         self.key = (python, script, env.get("NUMBA_NUM_THREADS"))
         self.proc = subprocess.Popen(
-            [python, *COMMAND], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, cwd=root, preexec_fn=_set_pdeathsig,
+            [python, *COMMAND, *(("--preload", script) if preload else ())], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root, preexec_fn=_set_pdeathsig,
         )  # fmt: skip
         self._buf = b""
 
@@ -176,6 +176,41 @@ class ShardHost:
             self.proc.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             self.kill()
+
+
+_spare_hosts: list[ShardHost] = []
+_spare_lock = threading.Lock()
+
+
+def prestart_hosts(python: str, script: str, env: dict, n: int) -> None:
+    """Start ``n`` shard hosts that import the simulator now (``local`` calls this before ``prepare``).
+
+    The imports of a host (about a second) then run while the orchestrator
+    validates the pool and writes the job list, instead of after it; a
+    worker takes a spare host with its key (interpreter, script, threads)
+    instead of starting one. Hosts nobody took are ended by
+    :func:`release_spare_hosts`.
+    """
+    with _spare_lock:
+        for _ in range(n):
+            _spare_hosts.append(ShardHost(python, script, env, preload=True))
+
+
+def take_spare_host(key: tuple) -> ShardHost | None:
+    """A prestarted, still running host with ``key``, or None."""
+    with _spare_lock:
+        for i, h in enumerate(_spare_hosts):
+            if h.key == key and h.proc.poll() is None:
+                return _spare_hosts.pop(i)
+    return None
+
+
+def release_spare_hosts() -> None:
+    """End the prestarted hosts no worker took (end of input: each exits at once)."""
+    with _spare_lock:
+        hosts, _spare_hosts[:] = list(_spare_hosts), []
+    for h in hosts:
+        h.close()
 
 
 class ShardRunner:
@@ -315,7 +350,7 @@ class ShardRunner:
         if self._host is not None and self._host.key != key:
             self.close()
         if self._host is None:
-            self._host = ShardHost(python, script, env)
+            self._host = take_spare_host(key) or ShardHost(python, script, env)
         host = self._host
         req = {"script": script, "argv": argv, "cwd": self.rd.path, "log": log_path}
         if host.send(req):
@@ -545,6 +580,7 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
         bars.close()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, old_term)
+    release_spare_hosts()
     for m in dict.fromkeys(messages):  # workers failing alike (disk full) say it once
         if m not in said:
             print(m, file=sys.stderr)
