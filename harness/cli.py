@@ -106,23 +106,29 @@ def _prepare_or_load(args, v):
     return prepare(force=getattr(args, "force", False))
 
 
-def _prestart_hosts(args, v) -> None:
-    """Start the workers' shard hosts now, so their imports run while ``prepare`` validates the pool.
+def _prestart_hosts(args) -> None:
+    """Start the workers' shard hosts first thing, so their imports run while this process starts and prepares.
 
     Only with a warm compiled-code cache (a cold one is compiled by the
     warm-up first, harness/warmup.py) and when ``prepare`` runs here (its
-    ``PYTHON`` is the job lines' interpreter).
+    ``PYTHON`` is the job lines' interpreter). Reads its two settings itself
+    (light modules only, before the settings check imports the simulator); a
+    bad value starts nothing and is refused by the check right after.
     """
     from simulator.base import prewarm
 
-    from .shards import RUN_SHARD
+    from .hosts import RUN_SHARD, prestart_hosts, shard_env, threads_per_worker
     from .warmup import GROUP_KERNELS
-    from .worker import prestart_hosts, shard_env, threads_per_worker
 
-    if getattr(args, "no_prepare", False) or not prewarm.cache_has(k for g in GROUP_KERNELS.values() for k in g):
+    if (getattr(args, "no_prepare", False) or not prewarm.enabled()  # SIMULATOR_PREWARM=0, one CPU: no early start
+            or not prewarm.cache_has(k for g in GROUP_KERNELS.values() for k in g)):  # fmt: skip
         return
-    n = v["N_WORKERS"] or variables.cores()
-    prestart_hosts(v["PYTHON"], RUN_SHARD, shard_env(threads_per_worker(variables.cores(), n)), n)
+    try:
+        python, n = variables.read(os.environ, "PYTHON"), variables.read(os.environ, "N_WORKERS")
+    except UserError:
+        return
+    n = n or variables.cores()
+    prestart_hosts(python, RUN_SHARD, shard_env(threads_per_worker(variables.cores(), n)), n)
 
 
 def seconds_since_process_start() -> float | None:
@@ -145,7 +151,6 @@ def act_local(args, v) -> int:
 
     timings = {"start_s": seconds_since_process_start()}  # interpreter, imports and the settings check
     t = time.perf_counter()
-    _prestart_hosts(args, v)
     try:
         rd = _prepare_or_load(args, v)
     except BaseException:
@@ -443,8 +448,16 @@ def main(argv: list[str] | None = None) -> int:
     key = key if key in variables.ACTION_GROUPS else key.replace(" --no-prepare", "")
 
     def run() -> int:
-        v = variables.check_environment(os.environ, key)  # every setting of the action, before any work
-        return which(args, v)
+        if which is act_local:
+            _prestart_hosts(args)
+        try:
+            v = variables.check_environment(os.environ, key)  # every setting of the action, before any work
+            return which(args, v)
+        finally:
+            if which is act_local:
+                from .hosts import release_spare_hosts
+
+                release_spare_hosts()  # none is left after the shards; any left by a refusal end here
 
     return run_cli(run)
 
