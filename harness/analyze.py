@@ -211,6 +211,9 @@ def analyze_run(merged_dir: str, out_dir: str, plots: bool = True, formats=("png
     from .report import write_report
 
     t0 = time.perf_counter()
+    from .prefetch import join_prefetch
+
+    join_prefetch()  # nothing half imported when the figures' workers fork
     report = load_report(merged_dir)
     if not report.get("complete"):
         raise UserError(

@@ -160,8 +160,10 @@ def act_local(args, v) -> int:
     n = v["N_WORKERS"] or variables.cores()
     release_dead_claims(rd)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
+    from .prefetch import start_prefetch
+
     t = time.perf_counter()
-    run_local(rd, n, worker_options(v), progress=not args.no_progress)
+    run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=start_prefetch)
     timings["shards_s"] = time.perf_counter() - t
     stale = v["STALE_SECONDS"]
     from .state import ShardState

@@ -380,8 +380,13 @@ class _Progress:
         self.bar_units.close()
 
 
-def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = True) -> dict[str, int]:
-    """Run every pending shard on this machine with ``n_workers`` parallel shard processes."""
+def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = True,
+              on_idle: Callable[[], None] | None = None) -> dict[str, int]:  # fmt: skip
+    """Run every pending shard on this machine with ``n_workers`` parallel shard processes.
+
+    ``on_idle`` is called once, from a worker thread, when the first worker finds no shard left to claim (a
+    core is free from then on: ``local`` starts importing the analysis's libraries there).
+    """
     from .variables import cores
 
     n_workers = max(1, n_workers)
@@ -408,12 +413,19 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
         with lock:
             messages.append(msg)
 
+    idle_called: list[bool] = []
+
     def work() -> None:
         try:
             runner = ShardRunner(rd, opts, stop, log=log)
             for k, v in auto_loop(runner).items():
                 with lock:
                     counts[k] = counts.get(k, 0) + v
+            with lock:
+                first_idle = on_idle is not None and not idle_called and not stop.is_set()
+                idle_called.append(True)
+            if first_idle:
+                on_idle()
         except Exception as exc:  # a raw thread traceback would land before the final status
             from simulator.base.errors import (
                 describe_access_error,

@@ -242,6 +242,9 @@ def test_paper_plan_sets_rules_and_noise(tmp_path):
     e = dict(runs[3][1])
     assert e["EXECUTION_RULES"] == "atomic" and e["PLANNING_NOISE_LOGIT_SIGMA"] == "0.5"
     assert e["METHOD_SET"] == "mcpp" and e["N_DAGS"] == "2" and e["BUDGET_RATIOS"] == "0.5 1"
+    assert all(e["PLOT_FORMATS"] == "png,pdf,svg" for _, e in runs)  # paper-ready figures unless told otherwise
+    runs, _ = plan_runs({"PAPER_CONFIG": str(cfg), "PLOT_FORMATS": "png"})
+    assert all(e["PLOT_FORMATS"] == "png" for _, e in runs)
     cfg.write_text("BUDGET_RATIO=1\n")
     from simulator.base.errors import ConfigError
 
