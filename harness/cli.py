@@ -468,6 +468,11 @@ __all__ = ["main", "UserError", "ConfigError"]
 
 
 if __name__ == "__main__":  # pragma: no cover
+    from simulator.base import jitmode
+
     from .cli_util import exit_now
 
+    # This process runs no compiled code (shards, warm-ups and helpers are processes of their own): the keyed
+    # RNG is not compiled at import, which saves starting numba's code generator (about a second)
+    jitmode.EAGER = False
     exit_now(main())

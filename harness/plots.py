@@ -214,7 +214,7 @@ def success_vs_budget_figure(summary: pd.DataFrame, labels: list[str], run: dict
 def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, run: dict,
                       formats=DEFAULT_FORMATS) -> str:  # fmt: skip
     path = os.path.join(out_dir, "success_vs_budget.png")
-    _draw((path, success_vs_budget_figure, (summary, labels, run), {}), formats)
+    _draw_figure((path, success_vs_budget_figure, (summary, labels, run), {}), formats)
     return path
 
 
@@ -253,7 +253,7 @@ def heatmap_figure(mat, b, d, title, run, summary, cmap="viridis", vmin=0.0, vma
 _Job = tuple
 
 
-def _draw(job: _Job, formats) -> str:
+def _draw_figure(job: _Job, formats) -> str:
     """Build one figure, save it in ``formats``, close it; its PNG path."""
     plt = _mpl()
     path, build, args, kw = job
@@ -301,7 +301,7 @@ def _fork_render(jobs: list[_Job], formats) -> int:
     code = 1
     try:
         for job in jobs:
-            _draw(job, formats)
+            _draw_figure(job, formats)
         code = 0
     except BaseException:  # the parent draws these again and raises the real error in its own process
         pass
@@ -323,7 +323,7 @@ class PlotJobs:
                 self.children.append((_fork_render(jobs[i::k], self.formats), jobs[i::k]))
         else:
             for job in jobs:
-                _draw(job, self.formats)
+                _draw_figure(job, self.formats)
 
     def wait(self) -> list[str]:
         """Wait for the children; a child that failed has its figures drawn here (raising the real error)."""
@@ -332,7 +332,7 @@ class PlotJobs:
             _, status = os.waitpid(pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
                 for job in jobs:
-                    _draw(job, self.formats)
+                    _draw_figure(job, self.formats)
         return [job[0] for job in self.jobs]
 
 
