@@ -39,6 +39,7 @@ from simulator.engine.loop import REASONS
 from .latex import main_table_tex
 from .merge import load_report
 from .methods import compared_labels, is_baseline_label
+from .shards import loads_record
 
 COLUMNS = (
     "cell", "dag_idx", "exec_trial", "method", "on_time_success", "success", "total_cost", "makespan",
@@ -54,7 +55,7 @@ def load_records(merged_dir: str, report: dict) -> pd.DataFrame:
         cols: dict[str, list] = {k: [] for k in COLUMNS}
         with open(path, encoding="utf-8") as fh:
             for line in fh:
-                r = json.loads(line)
+                r = loads_record(line)
                 for k in COLUMNS:
                     cols[k].append(r.get(k))
         df = pd.DataFrame(cols)

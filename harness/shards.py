@@ -365,6 +365,20 @@ class FileCheck:
     n_lines: int = 0
 
 
+try:  # orjson parses records three times faster (same values); it refuses NaN/Infinity, which json then reads
+    import orjson
+
+    def loads_record(text: str | bytes):
+        """``json.loads`` of one record line, faster (the values are the same)."""
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return json.loads(text)
+
+except ImportError:  # pragma: no cover
+    loads_record = json.loads
+
+
 def read_records(path: str) -> Iterable[tuple[int, str, dict | None]]:
     """(line number, raw line, parsed record or None if it is not valid JSON)."""
     with open(path, "rb") as fh:
@@ -374,7 +388,7 @@ def read_records(path: str) -> Iterable[tuple[int, str, dict | None]]:
                 yield no, text, None  # a last line without newline: truncated write
                 continue
             try:
-                yield no, text, json.loads(text)
+                yield no, text, loads_record(text)
             except json.JSONDecodeError:
                 yield no, text, None
 
