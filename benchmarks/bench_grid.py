@@ -214,15 +214,9 @@ def records(results: str) -> dict:
 
 
 def markdown(res: dict) -> str:
-    lines = [
-        START,
-        "## Before/after: the 1-model grid end to end and faithful decisions (`benchmarks/bench_grid.py`)",
-        "",
-        "```bash",
-        "python -m benchmarks.bench_grid --write-readme   # -> benchmarks/results_grid.json",
-        "```",
-        "",
-    ]
+    command = res.get("command") or "python -m benchmarks.bench_grid --write-readme   # -> benchmarks/results_grid.json"
+    title = res.get("title") or "## Before/after: the 1-model grid end to end and faithful decisions (`benchmarks/bench_grid.py`)"
+    lines = [START, title, "", "```bash", command, "```", ""]
     g = res.get("grid")
     if g:
         old, new = g["old"], g["new"]
@@ -372,6 +366,11 @@ def main(argv=None) -> int:
             out["faithful_rounds"], out["faithful_reps"] = args.faithful_rounds, args.faithful_reps
             ok = ok and all(r["identical"] for r in out["faithful"])
         out["load_after"] = os.getloadavg()[0]
+        if args.readme_key != "bench_grid":
+            out["title"] = (f"### Before/after against `{args.rev}`: the 1-model grid"
+                            + (" and MCPP alone on a 4-model pool" if args.mcpp4 else "") + " (`benchmarks/bench_grid.py`)")
+            out["command"] = ("python -m benchmarks.bench_grid " + " ".join(argv if argv is not None else sys.argv[1:])
+                              + "   # + --write-readme")  # fmt: skip
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
