@@ -143,8 +143,13 @@ def take_spare_host(key: tuple) -> ShardHost | None:
 
 
 def release_spare_hosts() -> None:
-    """End the prestarted hosts no worker took (end of input: each exits at once)."""
+    """End the prestarted hosts no worker took.
+
+    They never received a shard, so they are stopped (SIGTERM) rather than
+    waited for: a refused setting is reported at once, not after the hosts'
+    imports.
+    """
     with _spare_lock:
         hosts, _spare_hosts[:] = list(_spare_hosts), []
     for h in hosts:
-        h.close()
+        h.kill()

@@ -79,3 +79,11 @@ def test_local_records_its_phase_timings_and_each_shard_its_pool_reading(tmp_pat
                    if f.endswith(".log"))  # fmt: skip
     assert "(reading the pool " in logs
     assert all(f.endswith(".png") for f in os.listdir(os.path.join(rd.analysis, "plots")) if "." in f)
+
+
+def test_local_refusing_a_setting_is_one_line_with_hosts_started_early(tmp_path):
+    """The hosts start before the settings check; a refused setting still gives one line and exit 2."""
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), METHOD_SET="nope")
+    r = harness("local", env, "--no-progress", check=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "METHOD_SET (environment): unknown method(s) 'nope'" in r.stderr

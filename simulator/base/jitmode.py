@@ -10,8 +10,8 @@ simulations run in shard processes) sets :data:`EAGER` to False *before* the
 first import of :mod:`simulator.base.rng`; the functions are then declared
 without compiling anything. Set only in the process itself (never through
 the environment), so no shard, warm-up or helper process ever compiles the
-RNG lazily; a call in such a process would still compile exactly the
-declared signature (:func:`simulator.base.rng` passes it as the only one).
+RNG lazily; in a process with ``EAGER = False`` the functions cannot compile
+at all, so a call there raises instead of compiling another version.
 """
 
 EAGER = True
