@@ -32,4 +32,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.cli_util import exit_now
+
+    exit_now(main())

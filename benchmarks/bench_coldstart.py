@@ -19,6 +19,18 @@ taken per repetition (machines are noisy: compare ratios, not times).
 The per-kernel part runs one cold process of this tree with numba's compile
 events and reports each compiled function's own compile time (nested
 compiles subtracted), so the table names the kernels a cold start pays for.
+
+``--grid``: README command 1's grid instead (``N_DAGS=8 N_EXEC_TRIALS=10
+BUDGET_RATIOS="0.5 1 2" bash run_experiment.sh local``, a fresh results
+directory each time): the seconds from the start of ``bash`` to its first
+result on disk (the first per-DAG part a shard writes; parts are written
+atomically, so one that exists is complete) and to the end of the whole run
+(main table printed, process gone), with the compiled-code cache warm (a
+cache filled by a first run of the same tree) and cold (empty), each with a
+CPU-bound process running beside it (``--busy 1``, the default; 0 for
+none)::
+
+    python -m benchmarks.bench_coldstart --grid --compare 205eb08 --write-readme
 """
 
 from __future__ import annotations
@@ -206,13 +218,115 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+GRID_ENV = {"N_DAGS": "8", "N_EXEC_TRIALS": "10", "BUDGET_RATIOS": "0.5 1 2"}
+GRID_START, GRID_END = "<!-- bench_coldstart_grid:start -->", "<!-- bench_coldstart_grid:end -->"
+GRID_OUT = ROOT / "benchmarks" / "results_coldstart_grid.json"
+#: the issue's target: README command 1's first result within 5 s with a CPU-bound process beside it
+GRID_TARGET_S = 5.0
+
+
+def grid_once(tree: Path, cache: str, tmp: str) -> dict:
+    """One ``local`` of README command 1 in ``tree``: seconds to the first part on disk and to the end."""
+    import glob
+    import shutil
+
+    results = tempfile.mkdtemp(prefix="grid_", dir=tmp)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MC_PORTFOLIO_", "PLANNING_", "PLOT_"))}
+    env.update({**GRID_ENV, "RESULTS_ROOT": results, "PYTHON": sys.executable, "NUMBA_CACHE_DIR": cache})
+    env.pop("NUMBA_NUM_THREADS", None)
+    pattern = os.path.join(results, "example", "outputs", "*", "dag_*.jsonl")
+    t0 = time.perf_counter()
+    p = subprocess.Popen(["bash", "run_experiment.sh", "local", "--no-progress"], cwd=tree, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    first = None
+    while p.poll() is None:
+        if first is None and glob.glob(pattern):
+            first = time.perf_counter() - t0
+        time.sleep(0.01)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read()
+    shutil.rmtree(results, ignore_errors=True)
+    if p.returncode != 0:
+        raise SystemExit(f"local failed in {tree}:\n{err.decode()[-2000:]}")
+    return {"first_s": first if first is not None else wall, "wall_s": wall}
+
+
+def measure_grid(reps: int, compare: str | None, busy: int, log) -> dict:
+    """README command 1 in this tree (and ``compare``), warm and cold cache, a CPU-bound process beside it."""
+    with tempfile.TemporaryDirectory(prefix="coldstart_grid_") as tmp:
+        trees = {"this": ROOT}
+        if compare:
+            trees[compare] = Path(tmp) / "before"
+            trees[compare].mkdir()
+            export_revision(compare, trees[compare])
+        caches = {t: tempfile.mkdtemp(prefix="numba_warm_", dir=tmp) for t in trees}
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+        try:
+            for t in trees:  # fill each tree's warm cache (and its page cache) first
+                grid_once(trees[t], caches[t], tmp)
+            runs = {t: {"warm": [], "cold": []} for t in trees}
+            for r in range(reps):
+                names = list(trees) if r % 2 == 0 else list(trees)[::-1]
+                for kind in ("warm", "cold"):
+                    for name in names:
+                        cache = caches[name] if kind == "warm" else tempfile.mkdtemp(prefix="numba_cold_", dir=tmp)
+                        res = grid_once(trees[name], cache, tmp)
+                        runs[name][kind].append(res)
+                        log(f"rep {r + 1}/{reps} {name:>8} {kind}: first result {res['first_s']:.1f} s, "
+                            f"whole run {res['wall_s']:.1f} s")  # fmt: skip
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+    summary = {t: {k: {m: statistics.median(x[m] for x in v) for m in ("first_s", "wall_s")} for k, v in per.items()}
+               for t, per in runs.items()}  # fmt: skip
+    return {"runs": runs, "summary": summary}
+
+
+def markdown_grid(res: dict) -> str:
+    s, cmp_rev = res["summary"], res["args"]["compare"]
+    busy = res["args"]["busy"]
+    lines = [GRID_START, "## Cold start of README command 1's grid (`bench_coldstart.py --grid`)", "", "```bash",
+             f"python -m benchmarks.bench_coldstart --grid{' --compare ' + cmp_rev if cmp_rev else ''} --write-readme"
+             "   # -> benchmarks/results_coldstart_grid.json", "```", "",
+             "`N_DAGS=8 N_EXEC_TRIALS=10 BUDGET_RATIOS=\"0.5 1 2\" bash run_experiment.sh local` in a fresh results "
+             "directory: seconds from the start to the first result on disk (the first per-DAG part) and to the end "
+             f"(main table printed, process gone), with {busy} CPU-bound process(es) running beside it on the "
+             f"{os.cpu_count()} cores; *warm*: the compiled-code cache filled by an earlier run of the same tree, "
+             f"*cold*: an empty one. Medians of {res['args']['reps']} repetitions, the trees alternating.", "",
+             "| tree | cache | first result s | whole run s | target (first result) |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, per in s.items():
+        for kind in ("warm", "cold"):
+            x = per[kind]
+            lines.append(f"| {name if name == 'this' else '`' + name + '`'} | {kind} | {x['first_s']:.1f} | "
+                         f"{x['wall_s']:.1f} | {GRID_TARGET_S:.0f} s |")  # fmt: skip
+    lines += ["", f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python "
+              f"{platform.python_version()}); 1-minute load average before/after: {res['load_before']:.1f} / "
+              f"{res['load_after']:.1f}, the CPU-bound process(es) included.", GRID_END]  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="cold + warm runs per command and tree (3)")
     ap.add_argument("--compare", metavar="REV", help="also run git revision REV, interleaved")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--write-readme", action="store_true")
+    ap.add_argument("--grid", action="store_true", help="README command 1's grid instead of `simulate`")
+    ap.add_argument("--busy", type=int, default=1, help="--grid: CPU-bound processes running beside it (1)")
     args = ap.parse_args(argv)
+    if args.grid:
+        out = str(GRID_OUT) if args.out == str(OUT) else args.out
+        res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
+               "load_before": os.getloadavg()[0]}  # fmt: skip
+        res.update(measure_grid(args.reps, args.compare, args.busy, lambda m: print(m, flush=True)))
+        res["load_after"] = os.getloadavg()[0]
+        atomic_write_json(out, res)
+        print(markdown_grid(res))
+        if args.write_readme:
+            write_readme_section(GRID_START, GRID_END, markdown_grid(res))
+            print("updated benchmarks/README.md")
+        return 0
     res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
            "load_before": os.getloadavg()[0]}  # fmt: skip
     res.update(measure(args.reps, args.compare, lambda m: print(m, flush=True)))

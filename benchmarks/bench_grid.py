@@ -22,6 +22,19 @@ simulation, the ratio and a digest of every pair's wins (must be equal).
     python -m benchmarks.bench_grid --rev HEAD~3 --pairs 3
     python -m benchmarks.bench_grid --skip-grid        # only the faithful decisions
     python -m benchmarks.bench_grid --write-readme     # also the section in benchmarks/README.md
+    python -m benchmarks.bench_grid --rev 205eb08 --skip-faithful --mcpp4 --readme-key bench_grid_i31 --write-readme
+
+Phases: today's tree writes ``<run>/logs/local_timings.json`` (start-up,
+prepare, shards, merge, analysis with its tables / figures / report) and each
+shard logs its pool reading; the phase table of each warm run of today's tree
+comes from those, the MCPP planning seconds from the records'
+``planner_wall_ms``, and "exit and the rest" is the measured wall time minus
+the phases (printing the table, the interpreter's exit, bash).
+
+``--mcpp4``: MCPP alone on a synthetic 4-model pool of 257 DAGs (5 DAGs x 2
+trials x the same 4 cells), both trees alternating, with the seconds each
+shard spends reading the pool (today's tree: its log; the old tree: the same
+whole-pool read, hash and validation its shards do, timed in that tree).
 
 Never run by the test suite (minutes of wall time).
 """
@@ -43,6 +56,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "benchmarks", "results_grid.json")
 START = "<!-- bench_grid:start -->"
 END = "<!-- bench_grid:end -->"
+POOL4_ARGS = ["--topology", "layered:257", "--models", "4", "--seed", "3"]
 DEFAULT_REV = "5f48d5e"
 
 POOL_ARGS = [
@@ -69,14 +83,14 @@ def export_rev(rev: str, dest: str) -> str:
     return full
 
 
-def run_grid(tree: str, results: str, cache: str, pool: str, trials: int) -> float:
+def run_grid(tree: str, results: str, cache: str, pool: str, trials: int, extra: dict | None = None) -> float:
     """One whole run (prepare, shards, merge, analysis) of ``tree``; its wall time in seconds."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MC_PORTFOLIO_", "PLANNING_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MC_PORTFOLIO_", "PLANNING_", "PLOT_"))}
     env.pop("NUMBA_NUM_THREADS", None)  # `local` gives each worker cores // workers threads
     env.update({
         "PYTHON": sys.executable, "NUMBA_CACHE_DIR": cache, "DAG_POOL_PATH": pool, "RESULTS_ROOT": results,
         "RUN_NAME": "grid", "N_EXEC_TRIALS": str(trials), "BUDGET_RATIOS": "0.5 2", "DEADLINE_RATIOS": "1 2",
-        "METHOD_SET": "all", "N_WORKERS": "all",
+        "METHOD_SET": "all", "N_WORKERS": "all", **(extra or {}),
     })  # fmt: skip
     t = time.perf_counter()
     p = subprocess.run(["bash", "run_experiment.sh", "local"], cwd=tree, env=env, capture_output=True, text=True)
@@ -155,6 +169,33 @@ def faithful(trees: dict, caches: dict, rounds: int, reps: int) -> list[dict]:
     return rows
 
 
+def phases(results: str, wall: float) -> dict | None:
+    """The run's own phase timings (today's tree), MCPP planning seconds and each shard's pool reading."""
+    import glob
+    import re
+
+    path = os.path.join(results, "grid", "logs", "local_timings.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        t = json.load(fh)
+    pool_reads = []
+    for log in glob.glob(os.path.join(results, "grid", "logs", "s*.log")):
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            pool_reads += [float(x) for x in re.findall(r"reading the pool ([\d.]+) s", fh.read())]
+    planner_ms, decisions = 0.0, 0
+    for rec_path in glob.glob(os.path.join(results, "grid", "merged", "cells", "*", "records.jsonl")):
+        with open(rec_path, encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                if r.get("base_method") == "mc_portfolio_rollout":
+                    planner_ms += r.get("planner_wall_ms") or 0.0
+                    decisions += r.get("planner_calls") or 0
+    known = sum(t.get(k) or 0.0 for k in ("start_s", "prepare_s", "shards_s", "merge_s", "analysis_s"))
+    return {**t, "wall_s": wall, "rest_s": wall - known, "pool_reads_s": pool_reads,
+            "mcpp_planning_s": planner_ms / 1000.0, "mcpp_decisions": decisions}  # fmt: skip
+
+
 def records(results: str) -> dict:
     """Records per cell, timing fields removed (the same rule as the example digest)."""
     cells = os.path.join(results, "grid", "merged", "cells")
@@ -173,15 +214,9 @@ def records(results: str) -> dict:
 
 
 def markdown(res: dict) -> str:
-    lines = [
-        START,
-        "## Before/after: the 1-model grid end to end and faithful decisions (`benchmarks/bench_grid.py`)",
-        "",
-        "```bash",
-        "python -m benchmarks.bench_grid --write-readme   # -> benchmarks/results_grid.json",
-        "```",
-        "",
-    ]
+    command = res.get("command") or "python -m benchmarks.bench_grid --write-readme   # -> benchmarks/results_grid.json"
+    title = res.get("title") or "## Before/after: the 1-model grid end to end and faithful decisions (`benchmarks/bench_grid.py`)"
+    lines = [START, title, "", "```bash", command, "```", ""]
     g = res.get("grid")
     if g:
         old, new = g["old"], g["new"]
@@ -202,6 +237,29 @@ def markdown(res: dict) -> str:
             f"{'yes' if g['identical'] else 'NO'}.",
             "",
         ]
+        lines += phase_table(new["phases"], "the warm runs of today's tree")
+    m4 = res.get("mcpp4")
+    if m4:
+        old, new = m4["old"], m4["new"]
+        reads = [x for ph in new["phases"] for x in ph["pool_reads_s"]]
+        lines += [
+            f"MCPP alone on a synthetic 4-model pool of 257 DAGs (`poolbuild.synthetic {' '.join(POOL4_ARGS)}`, "
+            f"{m4['pool_bytes'] / 1e6:.1f} MB), `N_DAGS=5`, {m4['trials']} trials x the same 4 cells "
+            f"({m4['n_records']} records), both trees warm, alternating:",
+            "",
+            f"| | `{res['rev'][:7]}` | today | ratio |",
+            "|---|---|---|---|",
+            f"| whole run (s, median of warm) | {statistics.median(old['warm_s']):.1f} | "
+            f"{statistics.median(new['warm_s']):.1f} | **{m4['ratio_median']:.2f}** (per pair: "
+            f"{', '.join(f'{r:.2f}' for r in m4['ratios'])}) |",
+            f"| pool reading per shard (s) | {m4['old_pool_read_s']:.3f} (hash, read and validate the whole pool; "
+            f"best of 5) | {max(reads):.4f} max, {statistics.median(reads):.4f} median over {len(reads)} shards "
+            f"(its rows by the index) | {m4['old_pool_read_s'] / max(max(reads), 1e-9):.0f} |",
+            "",
+            f"Records identical across the {2 * (1 + m4['pairs'])} runs: {'yes' if m4['identical'] else 'NO'}.",
+            "",
+        ]
+        lines += phase_table(new["phases"], "the warm runs of today's tree, MCPP alone, 4-model pool")
     f = res.get("faithful")
     if f:
         lines += [
@@ -225,13 +283,45 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def write_readme(section: str) -> None:
+def phase_table(runs: list[dict], what: str) -> list[str]:
+    """Where the wall time of a run goes (medians over ``runs``), from the run's own timings."""
+    if not runs:
+        return []
+
+    def med(key, sub=None):
+        return statistics.median((r[sub][key] if sub else r[key]) or 0.0 for r in runs)
+
+    wall = med("wall_s")
+    rows = [
+        ("start-up: interpreter, imports, settings check", med("start_s")),
+        ("prepare: validation, pool index, job list (the shard hosts start meanwhile)", med("prepare_s")),
+        ("shards: every shard on the workers (warm-up included when cold)", med("shards_s")),
+        ("merge", med("merge_s")),
+        ("analysis: loading the merged records", med("load_s", "analysis")),
+        ("analysis: tables (the figures are drawn meanwhile, in worker processes)", med("tables_s", "analysis")),
+        ("analysis: waiting for the figures", med("plots_wait_s", "analysis")),
+        ("analysis: report", med("report_s", "analysis")),
+        ("the rest: printing, interpreter exit, bash", med("rest_s")),
+    ]
+    reads = [x for r in runs for x in r["pool_reads_s"]]
+    out = [f"Phases of {what} (median of {len(runs)}; `logs/local_timings.json` of each run, the wall time measured "
+           "outside):", "", "| phase | s | share |", "|---|---|---|"]  # fmt: skip
+    out += [f"| {name} | {s:.2f} | {100 * s / wall:.0f}% |" for name, s in rows]
+    out += [f"| **whole run** | **{wall:.2f}** | 100% |", ""]
+    out += [f"Inside the shards: MCPP planning {med('mcpp_planning_s'):.2f} s over {int(med('mcpp_decisions'))} "
+            f"decisions (summed over the workers); reading the pool {max(reads) if reads else 0:.4f} s at most per shard "
+            f"({len(reads)} shards).", ""]  # fmt: skip
+    return out
+
+
+def write_readme(section: str, key: str = "bench_grid") -> None:
     from simulator.base.io_utils import atomic_write_text
 
     path = os.path.join(ROOT, "benchmarks", "README.md")
     text = open(path, encoding="utf-8").read()
-    if START in text and END in text:
-        a, b = text.index(START), text.index(END) + len(END)
+    start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
+    if start in text and end in text:
+        a, b = text.index(start), text.index(end) + len(end)
         text = text[:a] + section + text[b:]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
@@ -250,6 +340,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=OUT, help="results JSON (benchmarks/results_grid.json)")
     ap.add_argument("--write-readme", action="store_true", help="update the section in benchmarks/README.md")
     ap.add_argument("--keep", default=None, help="keep the trees and runs in this directory (default: temp, removed)")
+    ap.add_argument("--mcpp4", action="store_true", help="also MCPP alone on a 4-model pool of 257 DAGs")
+    ap.add_argument("--readme-key", default="bench_grid", help="marker name of the README section (bench_grid)")
     args = ap.parse_args(argv)
     work = args.keep or tempfile.mkdtemp(prefix="bench_grid_")
     os.makedirs(work, exist_ok=True)
@@ -266,43 +358,59 @@ def main(argv=None) -> int:
         if not args.skip_grid:
             out["grid"] = grid(trees, caches, work, args.pairs, args.trials)
             ok = ok and out["grid"]["identical"]
+        if args.mcpp4:
+            out["mcpp4"] = mcpp4(trees, caches, work, args.pairs)
+            ok = ok and out["mcpp4"]["identical"]
         if not args.skip_faithful:
             out["faithful"] = faithful(trees, caches, args.faithful_rounds, args.faithful_reps)
             out["faithful_rounds"], out["faithful_reps"] = args.faithful_rounds, args.faithful_reps
             ok = ok and all(r["identical"] for r in out["faithful"])
         out["load_after"] = os.getloadavg()[0]
+        if args.readme_key != "bench_grid":
+            out["title"] = (f"### Before/after against `{args.rev}`: the 1-model grid"
+                            + (" and MCPP alone on a 4-model pool" if args.mcpp4 else "") + " (`benchmarks/bench_grid.py`)")
+            out["command"] = ("python -m benchmarks.bench_grid " + " ".join(argv if argv is not None else sys.argv[1:])
+                              + "   # + --write-readme")  # fmt: skip
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump(out, fh, indent=2)
+    from simulator.base.io_utils import atomic_write_json
+
+    atomic_write_json(args.out, out)
     section = markdown(out)
+    if args.readme_key != "bench_grid":
+        section = section.replace(START, f"<!-- {args.readme_key}:start -->").replace(END, f"<!-- {args.readme_key}:end -->")
     print(section)
     if args.write_readme:
-        write_readme(section)
+        write_readme(section, args.readme_key)
     return 0 if ok else 1
 
 
-def grid(trees: dict, caches: dict, work: str, pairs: int, trials: int) -> dict:
+def grid(trees: dict, caches: dict, work: str, pairs: int, trials: int, pool: str | None = None,
+         extra: dict | None = None, tag: str = "grid", cold: bool = True) -> dict:  # fmt: skip
     """Cold run of each tree, then ``pairs`` warm pairs alternating; wall times, ratios, identical records."""
-    pool = os.path.join(work, "pool_1model.jsonl")
-    build_pool(pool)
-    res = {k: {"warm_s": []} for k in trees}
+    if pool is None:
+        pool = os.path.join(work, "pool_1model.jsonl")
+        build_pool(pool)
+    res = {k: {"warm_s": [], "phases": []} for k in trees}
     digests, n = [], 0
 
     def one(which: str, label: str) -> float:
         nonlocal n
         n += 1
-        results = os.path.join(work, f"run{n:02d}_{which}_{label}")
+        results = os.path.join(work, f"{tag}{n:02d}_{which}_{label}")
         shutil.rmtree(results, ignore_errors=True)
-        wall = run_grid(trees[which], results, caches[which], pool, trials)
+        wall = run_grid(trees[which], results, caches[which], pool, trials, extra)
         digests.append(records(results))
+        ph = phases(results, wall)
+        if ph and label == "warm":
+            res[which]["phases"].append(ph)
         shutil.rmtree(results, ignore_errors=True)
-        print(f"grid {which:3s} {label}: {wall:6.1f} s", flush=True)
+        print(f"{tag} {which:3s} {label}: {wall:6.1f} s" + (f"  phases {json.dumps(ph)}" if ph else ""), flush=True)
         return wall
 
     for which in ("old", "new"):
-        res[which]["cold_s"] = one(which, "cold")
+        res[which]["cold_s"] = one(which, "cold" if cold else "first")
     ratios = []
     for i in range(pairs):
         w = {k: one(k, "warm") for k in (("old", "new") if i % 2 == 0 else ("new", "old"))}
@@ -312,6 +420,38 @@ def grid(trees: dict, caches: dict, work: str, pairs: int, trials: int) -> dict:
     return {"trials": trials, "pairs": pairs, "old": res["old"], "new": res["new"], "ratios": ratios,
             "ratio_median": statistics.median(ratios), "identical": all(d == digests[0] for d in digests[1:]),
             "n_records": sum(len(v) for v in digests[0].values())}  # fmt: skip
+
+
+#: run in the old tree (cwd = the tree): what each of its shards did to read the pool (hash, read and validate all)
+OLD_POOL_READ = r"""
+import hashlib, json, sys, time
+from simulator.pools.pool import load_pool
+path, dags = sys.argv[1], [int(x) for x in sys.argv[2].split(",")]
+best = 1e9
+for _ in range(5):
+    t = time.perf_counter()
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    load_pool(path, indices=dags)
+    best = min(best, time.perf_counter() - t)
+print(json.dumps({"s": best}))
+"""
+
+
+def mcpp4(trees: dict, caches: dict, work: str, pairs: int) -> dict:
+    """MCPP alone on a 4-model pool of 257 DAGs (5 DAGs x 2 trials x 4 cells), both trees; pool reading per shard."""
+    pool = os.path.join(work, "pool_4model.jsonl")
+    subprocess.run([sys.executable, "-m", "poolbuild.synthetic", *POOL4_ARGS, "--out", pool], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    out = grid(trees, caches, work, pairs, 2, pool, {"METHOD_SET": "mcpp", "N_DAGS": "5"}, tag="mcpp4", cold=False)
+    env = {**os.environ, "PYTHONPATH": trees["old"], "NUMBA_CACHE_DIR": caches["old"]}
+    p = subprocess.run([sys.executable, "-c", OLD_POOL_READ, pool, "0"], cwd=trees["old"], env=env,
+                       capture_output=True, text=True, check=True)  # fmt: skip
+    out["old_pool_read_s"] = json.loads(p.stdout.strip().splitlines()[-1])["s"]
+    out["pool_bytes"] = os.path.getsize(pool)
+    return out
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ Tables (CSV and Parquet, in ``<run>/analysis/``):
 
 ``main_table.tex``: the main table as a LaTeX booktabs ``tabular``.
 
-Plots (PNG, with PDF and SVG beside each, ``plots/``): success vs budget per deadline; a budget x deadline
-heatmap per method; each non-baseline method minus the best baseline as a heatmap.
+Plots (PNG, with PDF and SVG beside each when ``PLOT_FORMATS`` asks, ``plots/``): success vs budget per
+deadline; a budget x deadline heatmap per method; each non-baseline method minus the best baseline as a
+heatmap. They are drawn in worker processes while the tables are written (``harness.plots.start_plots``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from simulator.engine.loop import REASONS
 from .latex import main_table_tex
 from .merge import load_report
 from .methods import compared_labels, is_baseline_label
+from .shards import loads_record
 
 COLUMNS = (
     "cell", "dag_idx", "exec_trial", "method", "on_time_success", "success", "total_cost", "makespan",
@@ -53,7 +55,7 @@ def load_records(merged_dir: str, report: dict) -> pd.DataFrame:
         cols: dict[str, list] = {k: [] for k in COLUMNS}
         with open(path, encoding="utf-8") as fh:
             for line in fh:
-                r = json.loads(line)
+                r = loads_record(line)
                 for k in COLUMNS:
                     cols[k].append(r.get(k))
         df = pd.DataFrame(cols)
@@ -77,6 +79,9 @@ class AnalysisResult:
     main_table_text: str
     report_path: str
     plots: list[str] = field(default_factory=list)
+    #: wall seconds of the steps (not a result): loading, tables (the figures drawing meanwhile), waiting for the
+    #: figures, the report
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def summarize(df: pd.DataFrame, cells: list[dict], labels: list[str]) -> pd.DataFrame:
@@ -198,11 +203,18 @@ def _write_table(df: pd.DataFrame, out_dir: str, name: str) -> None:
     os.replace(tmp, os.path.join(out_dir, f"{name}.parquet"))
 
 
-def analyze_run(merged_dir: str, out_dir: str, plots: bool = True) -> AnalysisResult:
-    """Everything from the merged directory alone; writes tables, plots and report.md."""
-    from .plots import make_plots
+def analyze_run(merged_dir: str, out_dir: str, plots: bool = True, formats=("png",),
+                plot_workers: int | None = None) -> AnalysisResult:  # fmt: skip
+    """Everything from the merged directory alone; writes tables, plots (``formats``) and report.md."""
+    import time
+
+    from .plots import start_plots
     from .report import write_report
 
+    t0 = time.perf_counter()
+    from .prefetch import join_prefetch
+
+    join_prefetch()  # nothing half imported when the figures' workers fork
     report = load_report(merged_dir)
     if not report.get("complete"):
         raise UserError(
@@ -214,18 +226,28 @@ def analyze_run(merged_dir: str, out_dir: str, plots: bool = True) -> AnalysisRe
     cells = report["cells"]
     labels = report["method_labels"]
     df = load_records(merged_dir, report)
+    t_load = time.perf_counter()
     summary = summarize(df, cells, labels)
+    os.makedirs(out_dir, exist_ok=True)
+    # the figures need the best baseline's method and rate per cell, not the paired differences: they start
+    # drawing now, while the paired table (and its statistics library's import) and the tables are made
+    drawing = start_plots(summary, best_baseline_table(summary, pd.DataFrame(), cells), cells, labels,
+                          os.path.join(out_dir, "plots"), run, formats, plot_workers) if plots else None  # fmt: skip
     paired = paired_table(df, cells, labels)
     best = best_baseline_table(summary, paired, cells)
     mt = main_table(summary, cells, labels)
-    os.makedirs(out_dir, exist_ok=True)
     _write_table(summary, out_dir, "summary")
     _write_table(best, out_dir, "best_baseline")
     if not paired.empty:
         _write_table(paired, out_dir, "paired")
     _write_table(mt.reset_index(), out_dir, "main_table")
     atomic_write_text(os.path.join(out_dir, "main_table.tex"), main_table_tex(mt))  # booktabs, for a paper
-    pngs = make_plots(summary, best, cells, labels, os.path.join(out_dir, "plots"), run) if plots else []
+    t_tables = time.perf_counter()
+    pngs = drawing.wait() if drawing is not None else []
+    t_plots = time.perf_counter()
     text = table_text(mt, "On-time success (%) per method (rows) and cell (columns):")
     rp = write_report(out_dir, run, report, summary, paired, best, mt, pngs)
-    return AnalysisResult(summary, paired, best, mt, text, rp, pngs)
+    t_end = time.perf_counter()
+    timings = {"load_s": t_load - t0, "tables_s": t_tables - t_load, "plots_wait_s": t_plots - t_tables,
+               "report_s": t_end - t_plots}  # fmt: skip
+    return AnalysisResult(summary, paired, best, mt, text, rp, pngs, {k: round(v, 3) for k, v in timings.items()})

@@ -54,7 +54,7 @@ def _cell_name(r) -> str:
     return f"B {one(r['budget_input_type'], r['budget_axis_value'])}, D {one(r['deadline_input_type'], r['deadline_axis_value'])}"
 
 
-def regime_map(res: ClaimsResult, out_dir: str) -> list[str]:
+def regime_map(res: ClaimsResult, out_dir: str, formats=("png",)) -> list[str]:
     """Per mode: budget x deadline heatmap of MCPP minus the best baseline (claim 1), verdict marks."""
     from .plots import _mpl, save_figure
 
@@ -93,7 +93,7 @@ def regime_map(res: ClaimsResult, out_dir: str) -> list[str]:
     fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label="difference in on-time success")
     pdir = os.path.join(out_dir, "plots")
     os.makedirs(pdir, exist_ok=True)
-    path = save_figure(fig, os.path.join(pdir, "regime_map.png"))
+    path = save_figure(fig, os.path.join(pdir, "regime_map.png"), formats=formats)
     plt.close(fig)
     return [path]
 
@@ -234,10 +234,11 @@ def render(res: ClaimsResult, robust_margin: float, figures: list[str], out_dir:
     return "\n".join(lines)
 
 
-def write_claims(res: ClaimsResult, out_dir: str, robust_margin: float, plots: bool = True) -> str:
+def write_claims(res: ClaimsResult, out_dir: str, robust_margin: float, plots: bool = True,
+                 formats=("png",)) -> str:  # fmt: skip
     """Write every output (``claims.md`` last); returns its path."""
     os.makedirs(out_dir, exist_ok=True)
-    figures = regime_map(res, out_dir) if plots else []
+    figures = regime_map(res, out_dir, formats) if plots else []
     _csv(res.cells, os.path.join(out_dir, "claims_cells.csv"))
     _csv(res.summary, os.path.join(out_dir, "claims_summary.csv"))
     if not res.summary.empty:
@@ -249,11 +250,12 @@ def write_claims(res: ClaimsResult, out_dir: str, robust_margin: float, plots: b
 
 
 def claims_from_dirs(paths: Sequence[str], out_dir: str | None = None,
-                     robust_margin: float = DEFAULT_ROBUST_MARGIN, plots: bool = True) -> tuple[ClaimsResult, str]:  # fmt: skip
+                     robust_margin: float = DEFAULT_ROBUST_MARGIN, plots: bool = True,
+                     formats=("png",)) -> tuple[ClaimsResult, str]:  # fmt: skip
     """Load the runs, evaluate the claims and write the report; returns the result and the path of ``claims.md``
     (in ``out_dir``, else ``analysis/`` of the first run)."""
     from .rundir import RunDir
 
     res = evaluate([load_run(p) for p in paths], robust_margin)
     out = out_dir or RunDir(paths[0]).analysis
-    return res, write_claims(res, out, robust_margin, plots=plots)
+    return res, write_claims(res, out, robust_margin, plots=plots, formats=formats)

@@ -36,7 +36,8 @@ actions:
   resume           release stale claims: owner process / SLURM task gone, or heartbeat older than
                    STALE_SECONDS (--retry-failed: also make failed shards pending again)
   merge            combine per-DAG outputs per cell; coverage check (exit 1 naming what is missing)
-  analyze          tables (CSV + Parquet), plots (PNG) and report.md from merged/
+  analyze          tables (CSV + Parquet), plots (PNG; PDF/SVG too with PLOT_FORMATS=png,pdf,svg) and report.md
+                   from merged/
   report           print the Markdown report (analyze first if needed)
   claims [RUN..]   test the paper's three claims on runs of one pool and grid (one per execution-rule mode
                    and planning-noise level): analysis/claims.md, tables (CSV, LaTeX), regime map
@@ -105,15 +106,65 @@ def _prepare_or_load(args, v):
     return prepare(force=getattr(args, "force", False))
 
 
-def act_local(args, v) -> int:
-    from .status import release_dead_claims, render_status, unfinished_message
-    from .worker import run_local
+def _prestart_hosts(args) -> None:
+    """Start the workers' shard hosts first thing, so their imports run while this process starts and prepares.
 
-    rd = _prepare_or_load(args, v)
+    Only with a warm compiled-code cache (a cold one is compiled by the
+    warm-up first, harness/warmup.py) and when ``prepare`` runs here (its
+    ``PYTHON`` is the job lines' interpreter). Reads its two settings itself
+    (light modules only, before the settings check imports the simulator); a
+    bad value starts nothing and is refused by the check right after.
+    """
+    from simulator.base import prewarm
+
+    from .hosts import RUN_SHARD, prestart_hosts, shard_env, threads_per_worker
+    from .warmup import GROUP_KERNELS
+
+    if (getattr(args, "no_prepare", False) or not prewarm.enabled()  # SIMULATOR_PREWARM=0, one CPU: no early start
+            or not prewarm.cache_has(k for g in GROUP_KERNELS.values() for k in g)):  # fmt: skip
+        return
+    try:
+        python, n = variables.read(os.environ, "PYTHON"), variables.read(os.environ, "N_WORKERS")
+    except UserError:
+        return
+    n = n or variables.cores()
+    prestart_hosts(python, RUN_SHARD, shard_env(threads_per_worker(variables.cores(), n)), n)
+
+
+def seconds_since_process_start() -> float | None:
+    """Wall seconds since this process started (Linux ``/proc``; None elsewhere)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def act_local(args, v) -> int:
+    import time
+
+    from .status import release_dead_claims, render_status, unfinished_message
+    from .worker import release_spare_hosts, run_local
+
+    timings = {"start_s": seconds_since_process_start()}  # interpreter, imports and the settings check
+    t = time.perf_counter()
+    try:
+        rd = _prepare_or_load(args, v)
+    except BaseException:
+        release_spare_hosts()
+        raise
+    timings["prepare_s"] = time.perf_counter() - t
     n = v["N_WORKERS"] or variables.cores()
     release_dead_claims(rd)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
-    run_local(rd, n, worker_options(v), progress=not args.no_progress)
+    from .prefetch import start_prefetch
+
+    t = time.perf_counter()
+    run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=start_prefetch)
+    timings["shards_s"] = time.perf_counter() - t
     stale = v["STALE_SECONDS"]
     from .state import ShardState
 
@@ -125,12 +176,26 @@ def act_local(args, v) -> int:
     from .analyze import analyze_run
     from .merge import merge
 
+    t = time.perf_counter()
     merge(rd)
-    res = analyze_run(rd.merged, rd.analysis)
+    timings["merge_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    res = analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
+    timings["analysis_s"] = time.perf_counter() - t
+    timings["analysis"] = res.timings
+    _write_timings(rd, timings)
     print()
     print(res.main_table_text)
     print(f"\nreport: {res.report_path}")
     return 0
+
+
+def _write_timings(rd, timings: dict) -> None:
+    """``<run>/logs/local_timings.json``: wall seconds of the phases of this ``local`` (never a result)."""
+    from simulator.base.io_utils import atomic_write_json
+
+    out = {k: (round(x, 3) if isinstance(x, float) else x) for k, x in timings.items()}
+    atomic_write_json(os.path.join(rd.logs, "local_timings.json"), out)
 
 
 def act_shard(args, v) -> int:
@@ -233,7 +298,7 @@ def act_analyze(args, v) -> int:
     from .analyze import analyze_run
 
     rd = run_dir_from_env(settings=v)
-    res = analyze_run(rd.merged, rd.analysis)
+    res = analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
     print(res.main_table_text)
     print(f"\ntables, plots and report in {rd.analysis}")
     return 0
@@ -245,7 +310,7 @@ def act_report(args, v) -> int:
     rd = run_dir_from_env(settings=v)
     path = os.path.join(rd.analysis, "report.md")
     if not os.path.exists(path):
-        analyze_run(rd.merged, rd.analysis)
+        analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
     with open(path, encoding="utf-8") as fh:
         print(fh.read())
     return 0
@@ -260,7 +325,7 @@ def act_claims(args, v) -> int:
         dirs = resolve_run_dirs(names, variables.read(os.environ, "RESULTS_ROOT"))
     else:
         dirs = [run_dir_from_env(settings=v).path]
-    res, path = claims_from_dirs(dirs, v["CLAIMS_OUT"], v["CLAIMS_MARGIN"])
+    res, path = claims_from_dirs(dirs, v["CLAIMS_OUT"], v["CLAIMS_MARGIN"], formats=v["PLOT_FORMATS"])
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if line.startswith(("- **Claim", "  - ")):
@@ -389,8 +454,16 @@ def main(argv: list[str] | None = None) -> int:
     key = key if key in variables.ACTION_GROUPS else key.replace(" --no-prepare", "")
 
     def run() -> int:
-        v = variables.check_environment(os.environ, key)  # every setting of the action, before any work
-        return which(args, v)
+        if which is act_local:
+            _prestart_hosts(args)
+        try:
+            v = variables.check_environment(os.environ, key)  # every setting of the action, before any work
+            return which(args, v)
+        finally:
+            if which is act_local:
+                from .hosts import release_spare_hosts
+
+                release_spare_hosts()  # none is left after the shards; any left by a refusal end here
 
     return run_cli(run)
 
@@ -399,4 +472,11 @@ __all__ = ["main", "UserError", "ConfigError"]
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from simulator.base import jitmode
+
+    from .cli_util import exit_now
+
+    # This process runs no compiled code (shards, warm-ups and helpers are processes of their own): the keyed
+    # RNG is not compiled at import, which saves starting numba's code generator (about a second)
+    jitmode.EAGER = False
+    exit_now(main())

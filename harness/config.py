@@ -68,6 +68,8 @@ class RunConfig:
     python: str = field(default_factory=lambda: sys.executable or "python3")
     env_resolved: dict[str, str] = field(default_factory=dict)
     nominal_summary: dict[str, Any] = field(default_factory=dict)
+    #: where the run's DAG rows are in the pool files (``harness.pool_index``; not a setting: no result depends on it)
+    pool_index: dict[str, Any] = field(default_factory=dict)
 
     def cost_setting(self, legacy_model: str | None = None) -> CostSetting:
         return CostSetting(
@@ -226,11 +228,14 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     if mcpp_all.get("model_ids"):  # the rule the command line uses too (simulator.base.settings)
         check_mcpp_model_names(mcpp_all["model_ids"], pool_models, "MC_PORTFOLIO_MODEL_IDS", "environment")
     dags_per_shard = v["DAGS_PER_SHARD"] or default_dags_per_shard(len(dags), methods)
+    from .pool_index import index_section
+
+    index = {"pool": index_section(pool_path, dags)}  # the file's sha256 and its rows' places, in one read
     cfg = RunConfig(
         run_name=run_name,
         run_dir=os.path.join(root, run_name),
         pool_path=pool_path,
-        pool_sha256=full.checksum(),
+        pool_sha256=index["pool"]["sha256"],
         pool_rows=len(full),
         pool_models=pool_models,
         dags=dags,
@@ -249,10 +254,13 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         execution_rules=v["EXECUTION_RULES"],
         dags_per_shard=dags_per_shard,
         python=v["PYTHON"],
+        pool_index=index,
     )
     cfg.env_resolved = _resolved_table(env, cfg)
     if check_dags:
         cfg.nominal_summary = check_pool(cfg, pool)
+    if planning.get("pool"):  # after check_pool: a misaligned planning pool is refused with its own message
+        index["planning_pool"] = index_section(planning["pool"], dags)
     return cfg
 
 

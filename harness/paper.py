@@ -23,6 +23,8 @@ from simulator.base.validation import check_choice, check_distinct, check_input_
 from . import variables
 from .claims import MODES
 
+#: the figure formats of `paper` unless PLOT_FORMATS (environment or config) says otherwise
+PAPER_PLOT_FORMATS = "png,pdf,svg"
 NOISE_VARS = ("PLANNING_NOISE_LOGIT_SIGMA", "PLANNING_NOISE_LATENCY_SIGMA", "PLANNING_NOISE_COST_SIGMA")
 
 
@@ -69,6 +71,7 @@ def plan_runs(env: Mapping[str, str]) -> tuple[list[tuple[str, dict[str, str]]],
     """The runs of the paper grid: [(run name, full environment)], and the merged settings."""
     path = variables.read(env, "PAPER_CONFIG")
     merged = {**read_config(path), **{k: v for k, v in env.items() if v.strip()}}
+    merged.setdefault("PLOT_FORMATS", PAPER_PLOT_FORMATS)  # paper-ready figures: vector formats beside the PNGs
     name = variables.read(merged, "PAPER_NAME")
     ms = modes(merged.get("PAPER_MODES") or " ".join(MODES))
     levels = noise_levels(merged.get("PAPER_NOISE_LEVELS") or "0")
@@ -127,14 +130,15 @@ def run_paper(env: Mapping[str, str] | None = None, dry_run: bool = False) -> in
             print(f"paper: run {n} stopped with exit {rc}; fix it and run `paper` again (finished shards are kept)",
                   file=sys.stderr)  # fmt: skip
             return rc
-    claims_cmd = f"CLAIMS_OUT={out} bash run_experiment.sh claims " + " ".join(dirs)
+    formats = variables.read(merged, "PLOT_FORMATS")
+    claims_cmd = f"CLAIMS_OUT={out} PLOT_FORMATS={','.join(formats)} bash run_experiment.sh claims " + " ".join(dirs)
     if backend == "slurm" or dry_run:
         print(f"\npaper: when the runs are done, write the claims report with:\n  {claims_cmd}")
         return 0
     from .claims_report import claims_from_dirs
 
     margin = variables.read(merged, "CLAIMS_MARGIN")
-    res, path = claims_from_dirs(dirs, out, margin)
+    res, path = claims_from_dirs(dirs, out, margin, formats=formats)
     print("\n" + "\n".join(line for line in open(path, encoding="utf-8").read().splitlines()
                            if line.startswith(("- **Claim", "  - "))))  # fmt: skip
     print(f"\nclaims report: {path}\n(regenerate: {claims_cmd})")

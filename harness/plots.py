@@ -1,16 +1,25 @@
-"""Plots of the analysis (PNG, PDF and SVG alike): success vs budget per deadline, budget x deadline heatmaps.
+"""Plots of the analysis (PNG; PDF and SVG alike when asked): success vs budget per deadline, budget x deadline heatmaps.
 
 MCPP (and any other non-baseline method) is highlighted; the baselines are
 grouped by colour family; the legend sits outside the panels and titles wrap
 to the figure, whatever the grid's shape. Figures use matplotlib's
 constrained layout, so everything is inside the figure and the three formats
 look the same.
+
+What a figure costs: every format is a whole new drawing (layout, text,
+rasterising or writing vectors), so PDF and SVG are written only when asked
+(``PLOT_FORMATS``, which ``paper`` sets to ``png,pdf,svg``). The figures are
+independent, so :func:`start_plots` draws them in forked worker processes
+(matplotlib and the method styles set up once, before the fork) while the
+caller writes its tables; :meth:`PlotJobs.wait` collects them. The files are
+the same as drawn one by one in one process.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import sys
 
 import numpy as np
 import pandas as pd
@@ -31,14 +40,21 @@ def _mpl():
     return plt
 
 
-#: vector formats written beside every PNG (paper-ready figures); no timestamps, so reruns give identical files
+#: vector formats that may be written beside a PNG (paper-ready figures); no timestamps, so reruns give identical files
 VECTOR_FORMATS = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+#: what a figure is saved as unless more is asked for (``PLOT_FORMATS``)
+DEFAULT_FORMATS = ("png",)
+ALL_FORMATS = ("png", "pdf", "svg")
 
 
-def save_figure(fig, png_path: str, dpi: int = 110) -> str:
-    """Write ``fig`` as PNG plus PDF and SVG beside it (same stem), each atomically; returns the PNG path."""
+def save_figure(fig, png_path: str, dpi: int = 110, formats=DEFAULT_FORMATS) -> str:
+    """Write ``fig`` as PNG, plus each vector format of ``formats`` beside it (same stem), each atomically.
+
+    Returns the PNG path (the PNG is always written: the report shows it).
+    """
     stem = os.path.splitext(png_path)[0]
-    for ext, meta in (("png", None), *VECTOR_FORMATS.items()):
+    for ext in dict.fromkeys(("png", *formats)):
+        meta = VECTOR_FORMATS.get(ext)
         path = f"{stem}.{ext}"
         tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp")
         fig.savefig(tmp, dpi=dpi, format=ext, metadata=meta)
@@ -144,14 +160,14 @@ def wrap_title(text: str, width_in: float, fontsize: float) -> str:
     return "\n".join(textwrap.wrap(text, per_line, break_on_hyphens=False)) or text
 
 
-def success_vs_budget_figure(summary: pd.DataFrame, labels: list[str], run: dict):
+def success_vs_budget_figure(summary: pd.DataFrame, labels: list[str], run: dict, styles: dict | None = None):
     """The figure of ``success_vs_budget.png``: one panel per deadline, the legend outside the panels."""
     plt = _mpl()
     deadlines = list(dict.fromkeys(zip(summary["deadline_input_type"], summary["deadline_axis_value"])))
     n = max(len(deadlines), 1)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    styles = method_styles(labels)
+    styles = method_styles(labels) if styles is None else styles
     handles, names = _legend_entries(labels, styles)
     height = 3.5 * rows + 0.7
     per_col = max(1, int((height - 0.4) / 0.19))  # legend lines a column holds at this height
@@ -195,12 +211,10 @@ def success_vs_budget_figure(summary: pd.DataFrame, labels: list[str], run: dict
     return fig
 
 
-def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, run: dict) -> str:
-    plt = _mpl()
-    fig = success_vs_budget_figure(summary, labels, run)
+def success_vs_budget(summary: pd.DataFrame, labels: list[str], out_dir: str, run: dict,
+                      formats=DEFAULT_FORMATS) -> str:  # fmt: skip
     path = os.path.join(out_dir, "success_vs_budget.png")
-    save_figure(fig, path)
-    plt.close(fig)
+    _draw_figure((path, success_vs_budget_figure, (summary, labels, run), {}), formats)
     return path
 
 
@@ -235,23 +249,34 @@ def heatmap_figure(mat, b, d, title, run, summary, cmap="viridis", vmin=0.0, vma
     return fig
 
 
-def _heatmap(mat, b, d, title, path, run, summary, **kw) -> str:
+# A figure job: (PNG path, function building the figure, its positional and keyword arguments).
+_Job = tuple
+
+
+def _draw_figure(job: _Job, formats) -> str:
+    """Build one figure, save it in ``formats``, close it; its PNG path."""
     plt = _mpl()
-    fig = heatmap_figure(mat, b, d, title, run, summary, **kw)
-    save_figure(fig, path)
-    plt.close(fig)
+    path, build, args, kw = job
+    fig = build(*args, **kw)
+    try:
+        save_figure(fig, path, formats=formats)
+    finally:
+        plt.close(fig)
     return path
 
 
-def make_plots(summary, best, cells, labels, out_dir: str, run: dict) -> list[str]:
+def plot_jobs(summary, best, cells, labels, out_dir: str, run: dict) -> list[_Job]:
+    """Every figure of the analysis as a job (cheap: the tables are sliced here, nothing is drawn)."""
     os.makedirs(out_dir, exist_ok=True)
-    paths = [success_vs_budget(summary, labels, out_dir, run)]
     hdir = os.path.join(out_dir, "heatmaps")
     os.makedirs(hdir, exist_ok=True)
+    styles = method_styles(labels)  # the shared style, computed once for every figure that needs it
+    jobs: list[_Job] = [(os.path.join(out_dir, "success_vs_budget.png"), success_vs_budget_figure,
+                         (summary, labels, run, styles), {})]  # fmt: skip
     for m in labels:
         b, d, mat = _matrix(summary, m)
-        paths.append(_heatmap(mat, b, d, f"{display_label(m)}: on-time success", os.path.join(hdir, f"{_safe(m)}.png"),
-                              run, summary))  # fmt: skip
+        jobs.append((os.path.join(hdir, f"{_safe(m)}.png"), heatmap_figure,
+                     (mat, b, d, f"{display_label(m)}: on-time success", run, summary), {}))  # fmt: skip
     for m in compared_labels(labels):  # each non-baseline method minus the cell's best baseline
         if best.empty or "method" not in best or not (best["method"] == m).any():
             continue
@@ -260,7 +285,72 @@ def make_plots(summary, best, cells, labels, out_dir: str, run: dict) -> list[st
         rows = rows.assign(delta=rows["on_time_rate"] - rows["best_baseline_rate"])
         b, d, mat = _matrix(rows, m, "delta")
         lim = max(0.05, float(np.nanmax(np.abs(mat))) if np.isfinite(mat).any() else 0.05)
-        paths.append(_heatmap(mat, b, d, f"{display_label(m)} minus the best baseline (on-time success)",
-                              os.path.join(out_dir, f"{_safe(m)}_minus_best_baseline.png"), run, summary,
-                              cmap="RdBu", vmin=-lim, vmax=lim, fmt="{:+.0%}"))  # fmt: skip
-    return paths
+        jobs.append((os.path.join(out_dir, f"{_safe(m)}_minus_best_baseline.png"), heatmap_figure,
+                     (mat, b, d, f"{display_label(m)} minus the best baseline (on-time success)", run, summary),
+                     {"cmap": "RdBu", "vmin": -lim, "vmax": lim, "fmt": "{:+.0%}"}))  # fmt: skip
+    return jobs
+
+
+def _fork_render(jobs: list[_Job], formats) -> int:
+    """Draw ``jobs`` in a forked child; its pid (the child ends with os._exit: no atexit work of the parent)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        for job in jobs:
+            _draw_figure(job, formats)
+        code = 0
+    except BaseException:  # the parent draws these again and raises the real error in its own process
+        pass
+    finally:
+        os._exit(code)
+
+
+class PlotJobs:
+    """Figures being drawn (:func:`start_plots`); :meth:`wait` returns their PNG paths in order."""
+
+    def __init__(self, jobs: list[_Job], formats, workers: int) -> None:
+        self.jobs, self.formats = jobs, tuple(formats)
+        self.children: list[tuple[int, list[_Job]]] = []
+        if workers > 1 and len(jobs) > 1 and hasattr(os, "fork"):
+            _mpl()  # import matplotlib once, before the fork: the children inherit it
+            k = min(workers, len(jobs))
+            for i in range(k):
+                # round robin: the children's shares are about even
+                self.children.append((_fork_render(jobs[i::k], self.formats), jobs[i::k]))
+        else:
+            for job in jobs:
+                _draw_figure(job, self.formats)
+
+    def wait(self) -> list[str]:
+        """Wait for the children; a child that failed has its figures drawn here (raising the real error)."""
+        children, self.children = self.children, []
+        for pid, jobs in children:
+            _, status = os.waitpid(pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                for job in jobs:
+                    _draw_figure(job, self.formats)
+        return [job[0] for job in self.jobs]
+
+
+def plot_workers() -> int:
+    """Processes drawing figures: the cores this process may use, at most 4."""
+    from .variables import cores
+
+    return max(1, min(4, cores()))
+
+
+def start_plots(summary, best, cells, labels, out_dir: str, run: dict, formats=DEFAULT_FORMATS,
+                workers: int | None = None) -> PlotJobs:  # fmt: skip
+    """Start drawing every figure of the analysis (in worker processes when there are cores to spare)."""
+    jobs = plot_jobs(summary, best, cells, labels, out_dir, run)
+    return PlotJobs(jobs, formats, plot_workers() if workers is None else workers)
+
+
+def make_plots(summary, best, cells, labels, out_dir: str, run: dict, formats=DEFAULT_FORMATS,
+               workers: int | None = 1) -> list[str]:  # fmt: skip
+    """Draw every figure of the analysis; their PNG paths (PDF / SVG beside them when in ``formats``)."""
+    return start_plots(summary, best, cells, labels, out_dir, run, formats, workers).wait()

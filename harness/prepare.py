@@ -22,6 +22,7 @@ from simulator.base.io_utils import atomic_write_json, atomic_write_text
 
 from .config import REPO, RunConfig, resolve_config
 from .grid import format_value
+from .pool_index import POOL_INDEX, write_pool_index
 from .rundir import OUTPUTS, STATE, RunDir
 from .shards import layout_shards, verify_shard
 from .state import ShardState
@@ -82,7 +83,7 @@ def archive_run(rd: RunDir) -> str:
         n += 1
         dest = rd.p("archive", time.strftime("%Y%m%d-%H%M%S") + f"-{n}")
     os.makedirs(dest)
-    for name in ("run.json", "jobs_list.txt", "outputs", "state", "logs", "merged", "analysis", "slurm"):
+    for name in ("run.json", "jobs_list.txt", POOL_INDEX, "outputs", "state", "logs", "merged", "analysis", "slurm"):
         src = rd.p(name)
         if os.path.exists(src):
             shutil.move(src, os.path.join(dest, name))
@@ -98,7 +99,8 @@ def run_record(cfg: RunConfig, shards, rd: RunDir) -> dict:
         "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "fingerprint": cfg.fingerprint(),
         "settings": cfg.settings(),
-        "pool": {"path": cfg.pool_path, "sha256": cfg.pool_sha256, "rows": cfg.pool_rows, "models": cfg.pool_models},
+        "pool": {"path": cfg.pool_path, "sha256": cfg.pool_sha256, "rows": cfg.pool_rows, "models": cfg.pool_models,
+                 "index": POOL_INDEX},
         "cells": [c.to_json() for c in cfg.grid.cells()],
         "method_labels": [m.to_json() for m in method_labels(cfg.methods, cfg.baseline_suite)],
         "nominal_summary": cfg.nominal_summary,
@@ -119,7 +121,7 @@ def prepare(
     """Validate the configuration and (re)write the run's job list; see the module docstring."""
     cfg = resolve_config(env)
     rd = RunDir(cfg.run_dir)
-    shards = layout_shards(cfg, OUTPUTS, STATE)  # relative: job lines run in the run directory
+    shards = layout_shards(cfg, OUTPUTS, STATE, POOL_INDEX)  # relative: job lines run in the run directory
     record = run_record(cfg, shards, rd)
     state = ShardState(rd.state) if os.path.exists(rd.state) else None
     if os.path.exists(rd.run_json):
@@ -156,6 +158,7 @@ def prepare(
     os.makedirs(rd.path, exist_ok=True)
     for d in (rd.outputs, rd.state, rd.logs):
         os.makedirs(d, exist_ok=True)
+    write_pool_index(rd.p(POOL_INDEX), cfg.pool_index)  # before the job lines that name it
     atomic_write_json(rd.run_json, record)
     atomic_write_text(rd.jobs_list, "".join(s.command(cfg.python) + "\n" for s in shards))
     rd.__dict__.pop("run", None)

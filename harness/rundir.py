@@ -4,6 +4,7 @@
 
     <run>/run.json            all settings, pool checksum, versions, the shard list
     <run>/jobs_list.txt       one self-contained command per shard (line N = shard N)
+    <run>/pool_index.json     where each DAG row of the run is in the pool file(s) (harness/pool_index.py)
     <run>/outputs/<group>/dag_<row>.jsonl   per-(budget group, DAG) records
     <run>/state/sNNNNN.*      claim, heartbeat, progress, done, failures, failed
     <run>/logs/sNNNNN.log     output of every attempt of a shard (slurm/ for SLURM)

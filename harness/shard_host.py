@@ -18,7 +18,11 @@ on its own stdout. The host ends at end of input. Started as
 ``python -m harness.shard_host`` (:data:`COMMAND`) in ROOT, the directory of
 the job lines' ``run_shard.py``: ``-m`` puts that directory first on the
 module path, so the host imports the code of the tree the job lines name, as
-the job line itself would.
+the job line itself would. With ``--preload SCRIPT`` it imports that
+``run_shard.py`` (the simulator, numba, the compiled-code cache's
+registries) before it reads its first request, so a host started early
+(``local`` starts its hosts while ``prepare`` runs) has its imports done when
+the first shard arrives.
 """
 
 from __future__ import annotations
@@ -82,13 +86,18 @@ def run_request(req: dict, cache: dict) -> int:
     return rc
 
 
-def serve() -> None:
+def serve(preload: str | None = None) -> None:
     """Answer requests from stdin until it closes (the worker's side: ``harness.worker.ShardHost``)."""
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing but answers on the answer channel
     os.close(devnull)
     cache: dict = {}
+    if preload:
+        try:
+            _load_main(preload, cache)
+        except BaseException:  # pragma: no cover - the first request loads it again and logs the error
+            cache.clear()
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -97,4 +106,7 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[2] if sys.argv[1:2] == ["--preload"] else None)
+    from .cli_util import exit_now
+
+    exit_now(0)  # the worker waits for the host to end: skip the interpreter's teardown of numba's heap

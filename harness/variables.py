@@ -170,6 +170,19 @@ class ShellWords(Parser):
             raise ConfigError(f"{where(name, SOURCE)}: expected {self.expects}, got {text!r} ({exc})") from None
 
 
+class Formats(Parser):
+    """Figure formats: ``png`` always (the report shows it), then any of ``pdf`` / ``svg`` asked for."""
+
+    choices = ("png", "pdf", "svg")
+    expects = "comma list of `png`, `pdf`, `svg` (PNG is always written)"
+
+    def __call__(self, text: str, name: str) -> tuple[str, ...]:
+        out = ["png"]
+        for tok in text.replace(",", " ").split():
+            out.append(check_choice(tok.lower(), name, self.choices, SOURCE))
+        return tuple(dict.fromkeys(out))
+
+
 class Values(Parser):
     """A grid axis: numbers separated by spaces or commas (``harness.grid.parse_value_list``)."""
 
@@ -425,6 +438,9 @@ VARIABLES: tuple[Var, ...] = (
     Var("SLURM_WORKERS", "min(pending shards, 8)", _POS, "array tasks of `SLURM_MODE=worker`", "slurm",
         default_value=lambda: None),
     Var("SLURM_EXTRA_ARGS", "", ShellWords(), "more `sbatch` flags", "slurm"),
+    # --- analysis ------------------------------------------------------------------------------------------------
+    Var("PLOT_FORMATS", "png", Formats(), "figure formats of `analyze` (`local`) and `claims`: PNG, plus PDF and "
+        "SVG beside each PNG when listed, e.g. `png,pdf,svg` (`paper` sets that unless given)", "plots"),
     # --- claims report and paper grid (docs/claims.md) --------------------------------------------------------------
     Var("RUN_NAMES", "", Text(), "runs of `claims`: names under `RESULTS_ROOT` or directories, space separated "
         "(positional arguments too; else the one run of `RUN_DIR` / `RUN_NAME`)", "claims"),
@@ -463,20 +479,20 @@ BY_NAME: dict[str, Var] = {v.name: v for v in VARIABLES}
 PREPARE_GROUPS = ("rundir", "run", "grid", "mcpp", "further")
 ACTION_GROUPS: dict[str, tuple[str, ...]] = {
     "prepare": PREPARE_GROUPS,
-    "local": (*PREPARE_GROUPS, "local", "worker", "stale"),
-    "local --no-prepare": ("rundir", "local", "worker", "stale"),
+    "local": (*PREPARE_GROUPS, "local", "worker", "stale", "plots"),
+    "local --no-prepare": ("rundir", "local", "worker", "stale", "plots"),
     "slurm": (*PREPARE_GROUPS, "slurm"),
     "slurm --no-prepare": ("rundir", "slurm"),
-    "claims": ("rundir", "claims"),
-    "paper": ("rundir", "claims", "paper"),
+    "claims": ("rundir", "claims", "plots"),
+    "paper": ("rundir", "claims", "paper", "plots"),
     "shard": ("rundir", "worker"),
     "task": ("rundir", "worker"),
     "auto": ("rundir", "worker"),
     "status": ("rundir", "stale"),
     "resume": ("rundir", "stale"),
     "merge": ("rundir",),
-    "analyze": ("rundir",),
-    "report": ("rundir",),
+    "analyze": ("rundir", "plots"),
+    "report": ("rundir", "plots"),
     "surface-serve": ("rundir", "surface_serve"),
     "surface": (*PREPARE_GROUPS, "surface", "local", "worker", "stale", "slurm"),
 }
@@ -487,7 +503,7 @@ ACTION_GROUPS: dict[str, tuple[str, ...]] = {
 CHECKED_PREFIXES = (
     "MC_PORTFOLIO_", "PLANNING_", "BASELINE_", "BUDGET_", "DEADLINE_", "LATENCY_", "DAG_", "DAGS_", "N_EXEC_",
     "HEARTBEAT_", "STALE_", "MAX_SHARD_", "RESULTS_", "USE_DAG_", "PRICE_", "DEFAULT_PRICE_", "METHOD_", "SLURM_",
-    "LOADER_", "CLAIMS_", "PAPER_", "SURFACE_",
+    "LOADER_", "CLAIMS_", "PAPER_", "SURFACE_", "PLOT_",
 )  # fmt: skip
 #: SLURM_* names SLURM sets or reads itself (families by prefix); never refused.
 SLURM_OWN_PREFIXES = (
@@ -552,6 +568,7 @@ GROUP_TITLES = {
     "worker": "workers",
     "stale": "workers",
     "slurm": "SLURM submission",
+    "plots": "analysis",
     "claims": "claims report",
     "paper": "paper grid",
     "surface": "prediction-surface job",

@@ -36,10 +36,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from simulator.base import prewarm
 
-from .rundir import RunDir
+if TYPE_CHECKING:  # the run directory's module imports the simulator: only where it is used
+    from .rundir import RunDir
 
 #: longest time the workers wait for the warm-up
 LIMIT_S = 300.0
@@ -119,6 +121,7 @@ def warm_up(
 def child_main(argv: list[str]) -> int:
     """The warm-up process of one group: its methods, first DAG of shard 0, one trial, records discarded."""
     run_dir, group = argv
+    from .rundir import RunDir
     from .shard_runner import load_pools, settings_of, simulate_dag
 
     spec = RunDir(run_dir).shard(0)
@@ -135,4 +138,6 @@ def child_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))
+    from .cli_util import exit_now
+
+    exit_now(child_main(sys.argv[1:]))  # the workers wait for this process: no interpreter teardown

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shlex
 import signal
 import subprocess
@@ -21,6 +20,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .hosts import (  # noqa: F401 - re-exported: the workers' hosts live in the light module
+    ShardHost,
+    _set_pdeathsig,
+    _spare_hosts,
+    prestart_hosts,
+    release_spare_hosts,
+    shard_env,
+    take_spare_host,
+    threads_per_worker,
+)
 from .rundir import RunDir
 from .shards import quick_verify_shard, verify_shard
 from .state import ShardState, new_worker_id
@@ -31,16 +40,6 @@ class WorkerOptions:
     max_failures: int = 3
     heartbeat_seconds: float = 10.0
     threads_per_shard: int | None = None  # NUMBA_NUM_THREADS of the shard process
-
-
-def threads_per_worker(cores: int, workers: int) -> int:
-    """NUMBA_NUM_THREADS of each of ``workers`` shard processes sharing ``cores``: never more threads than cores.
-
-    Why: every shard process starts numba's thread pool; ``workers`` processes
-    of ``cores`` threads each would oversubscribe the machine (a parallel
-    region then waits for threads the OS has not scheduled).
-    """
-    return max(1, int(cores) // max(1, int(workers)))
 
 
 def default_threads(environ: dict | None = None) -> int:
@@ -55,17 +54,6 @@ def default_threads(environ: dict | None = None) -> int:
     return cores()
 
 
-def shard_env(threads: int) -> dict:
-    """The environment of a shard process (and of the cold-start warm-up, which must compile alike)."""
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["NUMBA_NUM_THREADS"] = str(threads)  # always set: numba's own default is every core of the node
-    # and the BLAS of numpy/scipy too, unless set: its pools (a thread per core in every shard process)
-    # took CPU from the other workers (measured: 2 workers no faster than 1 on 2 cores; 2.2x with this)
-    env.setdefault("OPENBLAS_NUM_THREADS", str(threads))
-    return env
-
-
 def record_parallelism(rd: RunDir, info: dict) -> None:
     """Write how the run's workers share the cores into ``run.json`` (key ``parallelism``; results never change)."""
     from simulator.base.io_utils import atomic_write_json
@@ -74,17 +62,6 @@ def record_parallelism(rd: RunDir, info: dict) -> None:
     run["parallelism"] = {**info, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     atomic_write_json(rd.run_json, run)
     rd.__dict__.pop("run", None)
-
-
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child
-    """Kill the shard process if the worker that started it dies (Linux)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 def _tail(path: str, n: int = 8) -> str:
@@ -115,67 +92,6 @@ def hosted_command(line: str) -> tuple[str, str, list[str]] | None:
     if " ".join(shlex.quote(a) for a in parts) != line.strip():
         return None
     return parts[0], parts[1], parts[2:]
-
-
-class ShardHost:
-    """The worker's side of :mod:`harness.shard_host`: one long-lived process that runs shard after shard.
-
-    Saves the start-up of a process per shard (imports and the compiled-code
-    cache, about a second). Started lazily by :class:`ShardRunner` in
-    :func:`auto_loop`; killed to stop a shard, as a shard process would be.
-    """
-
-    def __init__(self, python: str, script: str, env: dict) -> None:
-        from .shard_host import COMMAND
-
-        root = os.path.dirname(script)
-        self.key = (python, script, env.get("NUMBA_NUM_THREADS"))
-        self.proc = subprocess.Popen(
-            [python, *COMMAND], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, cwd=root, preexec_fn=_set_pdeathsig,
-        )  # fmt: skip
-        self._buf = b""
-
-    def send(self, req: dict) -> bool:
-        """Hand over one shard; False if the host is gone."""
-        try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError):
-            return False
-
-    def answer(self, timeout: float) -> int | str | None:
-        """The shard's exit code, None if still running, "dead" if the host ended without answering."""
-        fd = self.proc.stdout.fileno()
-        ready, _, _ = select.select([fd], [], [], timeout)
-        if not ready:
-            return None
-        data = os.read(fd, 4096)
-        if not data:
-            self.proc.wait()
-            return "dead"
-        self._buf += data
-        if b"\n" not in self._buf:
-            return None
-        line, self._buf = self._buf.split(b"\n", 1)
-        return int(json.loads(line)["rc"])
-
-    def kill(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def close(self) -> None:
-        """End of input: the host exits after its current shard (none is running when this is called)."""
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.kill()
 
 
 class ShardRunner:
@@ -317,7 +233,7 @@ class ShardRunner:
         if self._host is not None and self._host.key != key:
             self.close()
         if self._host is None:
-            self._host = ShardHost(python, script, env)
+            self._host = take_spare_host(key) or ShardHost(python, script, env)
         host = self._host
         req = {"script": script, "argv": argv, "cwd": self.rd.path, "log": log_path}
         if host.send(req):
@@ -390,7 +306,6 @@ def describe_bad_parts(bad: dict[str, str], limit: int = 3) -> str:
 
 
 def _read_json(path: str) -> dict | None:
-    import json
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -467,8 +382,13 @@ class _Progress:
         self.bar_units.close()
 
 
-def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = True) -> dict[str, int]:
-    """Run every pending shard on this machine with ``n_workers`` parallel shard processes."""
+def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = True,
+              on_idle: Callable[[], None] | None = None) -> dict[str, int]:  # fmt: skip
+    """Run every pending shard on this machine with ``n_workers`` parallel shard processes.
+
+    ``on_idle`` is called once, from a worker thread, when the first worker finds no shard left to claim (a
+    core is free from then on: ``local`` starts importing the analysis's libraries there).
+    """
     from .variables import cores
 
     n_workers = max(1, n_workers)
@@ -496,6 +416,7 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
             messages.append(msg)
 
     trusted: set[str] = set()  # shared by the workers: each done shard's parts are read once
+    idle_called: list[bool] = []
 
     def work() -> None:
         try:
@@ -503,6 +424,11 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
             for k, v in auto_loop(runner).items():
                 with lock:
                     counts[k] = counts.get(k, 0) + v
+            with lock:
+                first_idle = on_idle is not None and not idle_called and not stop.is_set()
+                idle_called.append(True)
+            if first_idle:
+                on_idle()
         except Exception as exc:  # a raw thread traceback would land before the final status
             from simulator.base.errors import (
                 describe_access_error,
@@ -549,6 +475,7 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
         bars.close()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, old_term)
+    release_spare_hosts()
     for m in dict.fromkeys(messages):  # workers failing alike (disk full) say it once
         if m not in said:
             print(m, file=sys.stderr)

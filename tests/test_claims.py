@@ -170,7 +170,7 @@ def test_refuses_runs_of_different_grids_and_duplicate_modes(tmp_path, capsys):
 def test_outputs_written_and_atomic(tmp_path, monkeypatch):
     p = make_run(tmp_path, "r", {"sequential": 0.4, "uniform": 0.5}, mcpp_rate=0.8)
     out = str(tmp_path / "out")
-    res, md = claims_from_dirs([p], out)
+    res, md = claims_from_dirs([p], out, formats=("png", "pdf", "svg"))
     text = open(md, encoding="utf-8").read()
     assert "**Claim 1**" in text and "holds" in text
     for f in ("claims_cells.csv", "claims_summary.csv", "claims_table.tex", "claims_cells.tex"):
@@ -193,7 +193,7 @@ def test_outputs_written_and_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(claims_report, "cells_tex", boom)
     with pytest.raises(RuntimeError):
-        claims_from_dirs([p], out)
+        claims_from_dirs([p], out, formats=("png", "pdf", "svg"))
     assert open(md, encoding="utf-8").read() == text
 
 
@@ -204,12 +204,13 @@ def test_latex_booktabs_escapes():
 
 
 def test_end_to_end_analyze_and_claims_outputs(tmp_path):
-    """A tiny real run: analyze writes main_table.tex and PDF/SVG beside every PNG; `claims` reads its records."""
+    """A tiny real run: analyze writes main_table.tex and (PLOT_FORMATS) PDF/SVG beside every PNG; `claims` reads its records."""
     from tests.harness_util import config_env, harness, small_pool
 
     pool = small_pool(tmp_path, n=3, models={"A": (0.7, 2.0, 100.0), "B": (0.9, 3.0, 200.0)})
     env = config_env(tmp_path, pool, METHOD_SET="sequential,sequential_4,uniform,mcpp", BASELINE_SUITE="all",
-                     MC_PORTFOLIO_M="8", MC_PORTFOLIO_BASE_KS="1,4", N_EXEC_TRIALS="3", BUDGET_RATIOS="2", DEADLINE_RATIOS="2", N_WORKERS="1")
+                     MC_PORTFOLIO_M="8", MC_PORTFOLIO_BASE_KS="1,4", N_EXEC_TRIALS="3", BUDGET_RATIOS="2", DEADLINE_RATIOS="2", N_WORKERS="1",
+                     PLOT_FORMATS="png,pdf,svg")
     harness("local", env, "--no-progress")
     run = tmp_path / "runs" / "t"
     an = run / "analysis"
@@ -241,6 +242,9 @@ def test_paper_plan_sets_rules_and_noise(tmp_path):
     e = dict(runs[3][1])
     assert e["EXECUTION_RULES"] == "atomic" and e["PLANNING_NOISE_LOGIT_SIGMA"] == "0.5"
     assert e["METHOD_SET"] == "mcpp" and e["N_DAGS"] == "2" and e["BUDGET_RATIOS"] == "0.5 1"
+    assert all(e["PLOT_FORMATS"] == "png,pdf,svg" for _, e in runs)  # paper-ready figures unless told otherwise
+    runs, _ = plan_runs({"PAPER_CONFIG": str(cfg), "PLOT_FORMATS": "png"})
+    assert all(e["PLOT_FORMATS"] == "png" for _, e in runs)
     cfg.write_text("BUDGET_RATIO=1\n")
     from simulator.base.errors import ConfigError
 

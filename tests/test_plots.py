@@ -139,7 +139,7 @@ def test_png_pdf_svg_have_the_same_page(tmp_path):
 
     labels = list(METHOD_ORDER)
     summary = _summary(labels, [0.5, 1.0, 2.0], [1.0])
-    paths = make_plots(summary, _best(summary), [], labels, str(tmp_path), RUN)
+    paths = make_plots(summary, _best(summary), [], labels, str(tmp_path), RUN, formats=("png", "pdf", "svg"))
     for png in (p for p in paths if "heatmaps" not in p):
         stem = os.path.splitext(png)[0]
         w, h = Image.open(png).size
@@ -150,3 +150,61 @@ def test_png_pdf_svg_have_the_same_page(tmp_path):
         pw, ph = box[2] - box[0], box[3] - box[1]
         assert abs(sw - pw) < 1 and abs(sh - ph) < 1  # the same page in points
         assert abs(w / h - pw / ph) < 0.01  # and the PNG has its aspect
+
+
+def _files(root) -> dict[str, bytes]:
+    return {os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
+            for d, _, fs in os.walk(root) for f in fs}  # fmt: skip
+
+
+def test_png_only_by_default_and_worker_processes_draw_the_same_files(tmp_path):
+    """Default: PNGs only. Drawn by forked workers (while the caller goes on) = drawn one by one, byte for byte."""
+    from harness.plots import start_plots
+
+    labels = list(METHOD_ORDER)
+    summary = _summary(labels, [0.5, 1.0, 2.0], [1.0, 2.0])
+    serial = make_plots(summary, _best(summary), [], labels, str(tmp_path / "a"), RUN, workers=1)
+    assert all(p.endswith(".png") for p in _files(tmp_path / "a"))
+    assert len(serial) == len(labels) + 2  # success vs budget, a heatmap per method, MCPP minus the best baseline
+    for formats in (("png",), ("png", "pdf", "svg")):
+        out = tmp_path / f"w{len(formats)}"
+        drawing = start_plots(summary, _best(summary), [], labels, str(out), RUN, formats, workers=2)
+        assert len(drawing.children) == 2
+        paths = drawing.wait()
+        assert [os.path.relpath(p, out) for p in paths] == [os.path.relpath(p, tmp_path / "a") for p in serial]
+        files = _files(out)
+        assert {os.path.splitext(f)[1] for f in files} == {"." + f for f in formats}
+        pngs = {k: v for k, v in files.items() if k.endswith(".png")}
+        assert pngs == _files(tmp_path / "a")
+        assert not [f for f in files if "tmp" in f]
+
+
+def test_a_figure_failing_in_a_worker_raises_in_the_caller(tmp_path, monkeypatch):
+    from harness import plots
+
+    labels = list(METHOD_ORDER)
+    summary = _summary(labels, [0.5, 1.0], [1.0])
+
+    def broken(*a, **k):
+        raise RuntimeError("figure broke")
+
+    monkeypatch.setattr(plots, "success_vs_budget_figure", broken)
+    drawing = plots.start_plots(summary, _best(summary), [], labels, str(tmp_path), RUN, workers=2)
+    with pytest.raises(RuntimeError, match="figure broke"):
+        drawing.wait()
+
+
+@pytest.mark.parametrize("text, want", [("", ("png",)), ("png", ("png",)), ("pdf", ("png", "pdf")),
+                                        ("png, svg,PDF", ("png", "svg", "pdf"))])  # fmt: skip
+def test_plot_formats_setting(text, want):
+    from harness import variables
+
+    assert variables.read({"PLOT_FORMATS": text}, "PLOT_FORMATS") == want
+
+
+def test_a_bad_plot_format_is_one_line_before_any_work(tmp_path):
+    from tests.harness_util import harness
+
+    r = harness("analyze", {"RUN_DIR": str(tmp_path), "PLOT_FORMATS": "png,jpeg"}, check=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "PLOT_FORMATS (environment): unknown value 'jpeg'" in r.stderr

@@ -16,6 +16,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
+from simulator.base import jitmode
+
+
+def _jit(signature: str):
+    """``njit(signature, cache=True, nogil=True)``: compiled at import, one version per function.
+
+    Where :data:`simulator.base.jitmode.EAGER` is False (a process that runs no compiled code), nothing
+    is compiled: the function is declared with compilation disabled, so a call there fails loudly instead of
+    compiling another version.
+    """
+    if jitmode.EAGER:
+        return njit(signature, cache=True, nogil=True)
+
+    def declare(fn):
+        dispatcher = njit(cache=True, nogil=True)(fn)
+        dispatcher._can_compile = False  # numba's disable_compile() without a compiled version: calls raise
+        return dispatcher
+
+    return declare
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -30,7 +50,7 @@ STREAM_NOISE = 5  # noisy planning statistics
 STREAM_FURTHER = 6  # further baselines: loader_static's restart generator, per (DAG, trial)
 
 
-@njit("uint64(uint64)", cache=True, nogil=True)
+@_jit("uint64(uint64)")
 def mix64(z):
     """SplitMix64 finaliser (a bijection of uint64)."""
     z = uint64(z)
@@ -39,13 +59,13 @@ def mix64(z):
     return z ^ (z >> uint64(31))
 
 
-@njit("uint64(uint64, int64)", cache=True, nogil=True)
+@_jit("uint64(uint64, int64)")
 def fold(key, value):
     """Fold one more integer field into a key."""
     return mix64(uint64(key) ^ (mix64(uint64(value) + _GOLDEN) + _GOLDEN))
 
 
-@njit("uint64(int64, int64, int64, int64, int64, int64, int64)", cache=True, nogil=True)
+@_jit("uint64(int64, int64, int64, int64, int64, int64, int64)")
 def make_key(seed, dag, trial, stream, a, b, c):
     """Key of a draw: (run seed, DAG, trial, stream tag, three stream fields)."""
     k = mix64(uint64(seed) + _GOLDEN)
@@ -57,14 +77,14 @@ def make_key(seed, dag, trial, stream, a, b, c):
     return fold(k, c)
 
 
-@njit("float64(uint64, int64)", cache=True, nogil=True)
+@_jit("float64(uint64, int64)")
 def uniform(key, j):
     """The j-th uniform number of ``key``, in the open interval (0, 1)."""
     x = mix64(uint64(key) ^ mix64(uint64(j) * _GOLDEN + uint64(1)))
     return (float(x >> uint64(11)) + 0.5) * _INV53
 
 
-@njit("float64(uint64, int64)", cache=True, nogil=True)
+@_jit("float64(uint64, int64)")
 def normal(key, j):
     """Standard normal from uniforms j and j+1 (Box-Muller)."""
     u1 = uniform(key, j)
@@ -72,7 +92,7 @@ def normal(key, j):
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 
 
-@njit("float64(uint64, int64, float64)", cache=True, nogil=True)
+@_jit("float64(uint64, int64, float64)")
 def gamma(key, j, shape):
     """Gamma(shape, 1) by Marsaglia-Tsang with keyed sub-draws starting at j."""
     boost = 1.0
@@ -94,7 +114,7 @@ def gamma(key, j, shape):
         i += 3
 
 
-@njit("int64(uint64, int64, int64)", cache=True, nogil=True)
+@_jit("int64(uint64, int64, int64)")
 def randint(key, j, n):
     """Uniform integer in [0, n)."""
     r = int(uniform(key, j) * n)

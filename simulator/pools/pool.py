@@ -640,6 +640,102 @@ def _preview(raw: bytes, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _pool_lines(fh) -> Iterator[tuple[int, int, bytes]]:
+    """(byte offset, 1-based line number, raw line) of each non-blank line: the pool's DAG rows, in order.
+
+    The one rule of what a row is, shared by :func:`load_pool` and :func:`index_pool_lines`
+    (so an index's row ``i`` is ``load_pool``'s DAG ``i``).
+    """
+    lineno = 0
+    while True:
+        off = fh.tell()
+        raw = fh.readline()
+        if not raw:
+            return
+        lineno += 1
+        if raw.strip():
+            yield off, lineno, raw
+
+
+@dataclass(frozen=True)
+class LineEntry:
+    """Where DAG row ``dag`` of a pool file is: byte ``offset``, ``length`` bytes, ``line``, ``sha256`` of the bytes."""
+
+    dag: int
+    offset: int
+    length: int
+    line: int
+    sha256: str
+
+    def to_json(self) -> list:
+        return [self.offset, self.length, self.line, self.sha256]
+
+    @staticmethod
+    def from_json(dag: int, item: Any) -> LineEntry:
+        offset, length, line, sha = item
+        return LineEntry(int(dag), int(offset), int(length), int(line), str(sha))
+
+
+def index_pool_lines(path: str | os.PathLike) -> tuple[str, list[LineEntry]]:
+    """The file's SHA-256 and the place and digest of every DAG row, in one read (no parsing).
+
+    Lets a reader that needs a few rows of a large pool seek to them and check
+    they are the rows indexed (:func:`load_pool_rows`) instead of reading,
+    hashing and validating the whole file.
+    """
+    import hashlib
+
+    path = str(path)
+    whole = hashlib.sha256()
+    entries: list[LineEntry] = []
+    try:
+        with open(path, "rb") as fh:
+            for off, lineno, raw in _pool_lines(fh):
+                entries.append(LineEntry(len(entries), off, len(raw), lineno, hashlib.sha256(raw).hexdigest()))
+            fh.seek(0)
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                whole.update(chunk)
+    except FileNotFoundError:
+        raise PoolError("pool file not found", path=path) from None
+    return whole.hexdigest(), entries
+
+
+def load_pool_rows(path: str | os.PathLike, entries: Sequence[LineEntry]) -> Pool:
+    """The DAG rows ``entries`` of a pool file (in that order), read by seeking to each.
+
+    Each row's bytes must have the indexed length and SHA-256 (else the file
+    changed since it was indexed: refused, naming the row). Only these rows are
+    parsed and validated; the result equals ``load_pool(path, indices=[e.dag ...])``
+    for an unchanged file.
+    """
+    import hashlib
+
+    path = str(path)
+    dags: list[DagStats] = []
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise PoolError("pool file not found", path=path) from None
+    with fh:
+        for e in entries:
+            fh.seek(e.offset)
+            raw = fh.read(e.length)
+            if len(raw) != e.length or hashlib.sha256(raw).hexdigest() != e.sha256:
+                raise PoolError(
+                    f"DAG {e.dag} is not the row indexed when the run was prepared (the pool file changed: "
+                    f"expected {e.length} bytes with sha256 {e.sha256[:12]}... at byte {e.offset}); prepare a new "
+                    "run (or --force) instead of mixing pools",
+                    path=path,
+                    line=e.line,
+                )
+            try:
+                obj = _loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # pragma: no cover - the digest matched
+                raise PoolError(f"not valid JSON ({exc}): {_preview(raw)!r}", path=path, line=e.line) from None
+            dags.append(parse_dag(obj, index=e.dag, path=path, line=e.line))
+    return Pool(dags, path, [e.offset for e in entries])
+
+
 def load_pool(path: str | os.PathLike, indices: Sequence[int] | None = None) -> Pool:
     """Load and validate a JSONL pool; ``indices`` keeps only those rows (in that order).
 
@@ -653,15 +749,7 @@ def load_pool(path: str | os.PathLike, indices: Sequence[int] | None = None) -> 
     dags: list[DagStats] = []
     offsets: list[int] = []
     with open(path, "rb") as fh:
-        lineno = 0
-        while True:
-            off = fh.tell()
-            raw = fh.readline()
-            if not raw:
-                break
-            lineno += 1
-            if not raw.strip():
-                continue
+        for off, lineno, raw in _pool_lines(fh):
             try:
                 obj = _loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -1,0 +1,52 @@
+"""The analysis's libraries imported ahead, while the last shards run (imports only the standard library).
+
+pandas, pyarrow (the Parquet tables), scipy.stats (the exact test of the
+paired table) and matplotlib take one to two seconds of one core to import.
+``local`` starts :func:`start_prefetch` when the first worker finds no shard
+left to claim: from then on a core is free, and the imports run there
+instead of on the analysis's path. :func:`harness.analyze.analyze_run` waits
+for the thread first (:func:`join_prefetch`), so nothing is half imported
+when the figures' worker processes fork. Importing changes no result.
+"""
+
+from __future__ import annotations
+
+import threading
+
+_threads: list[threading.Thread] = []
+_lock = threading.Lock()
+
+#: imported in this order; matplotlib last, with its non-interactive backend (harness.plots._mpl)
+MODULES = ("pandas", "pyarrow", "pyarrow.parquet", "scipy.stats")
+
+
+def _work() -> None:
+    for name in MODULES:
+        try:
+            __import__(name)
+        except Exception:  # pragma: no cover - the analysis imports it itself and reports what is wrong
+            pass
+    try:
+        from .plots import _mpl
+
+        _mpl()
+    except Exception:  # pragma: no cover
+        pass
+
+
+def start_prefetch() -> None:
+    """Start importing the analysis's libraries in a background thread (once)."""
+    with _lock:
+        if _threads:
+            return
+        t = threading.Thread(target=_work, name="analysis-imports", daemon=True)
+        _threads.append(t)
+    t.start()
+
+
+def join_prefetch() -> None:
+    """Wait for the imports started by :func:`start_prefetch` (nothing to wait for if none was started)."""
+    with _lock:
+        threads = list(_threads)
+    for t in threads:
+        t.join()
