@@ -216,8 +216,8 @@ class LiveRun:
         self.policy, self.launch_rule = policy_for(method, params, None, wf.stats.model_ids)
         self.policy.reset(arr, self.seed, wf.dag_row, self.trial)
         self.mask = np.zeros(arr.m, dtype=np.bool_)
-        self.mask[getattr(self.policy, "model_positions", lambda a: np.arange(a.m))(arr)] = True
-        self.legacy_only = bool(getattr(self.policy, "legacy_only", False))
+        self.mask[self.policy.model_positions(arr)] = True
+        self.legacy_only = bool(self.policy.legacy_only)
         self.cap = np.full(arr.n, np.inf)
         if self.spec.compiled and self.spec.rule(arr).seq_k == 0:  # static baselines: their per-node caps
             self.cap = static_plan(arr, self.spec.rule(arr), self.budget, self.seed, wf.dag_row, self.trial)[0]
@@ -333,7 +333,7 @@ class LiveRun:
         if not self.ready():
             return
         view = build_view(self.wf.stats, self.wf.arr, self.budget, self.deadline, [], [], self.seed, 0)
-        fn = getattr(self.policy, "decide", None) or self.policy.act
+        fn = self.policy.decide if self.policy.plans else self.policy.act
         await PLANNER.run(fn, view)
         self.policy.reset(self.wf.arr, self.seed, self.wf.dag_row, self.trial)
 
@@ -510,7 +510,7 @@ class LiveRun:
                           [self.node_ids[v] for v in range(self.n) if self.completed[v]], inflight,
                           self.seed, self.decisions)
         view = replace(view, dag=self.wf.dag_row, trial=self.trial)
-        posterior = self.opt.update == "posterior" and hasattr(self.policy, "planning_arr")
+        posterior = self.opt.update == "posterior" and self.policy.uses_planning_arr
         estimate = None
         t_plan = time.perf_counter()
         try:
@@ -518,7 +518,7 @@ class LiveRun:
                 if posterior:
                     self.policy.planning_arr = self.planner_arrays()
                     self.policy.reset(arr, self.seed, self.wf.dag_row, self.trial)
-                if hasattr(self.policy, "decide"):
+                if self.policy.plans:
                     d = await self._plan(self.policy.decide, view)
                     action = None if d is None else (d.act_model, d.act_count)
                     estimate = None if d is None else float(d.score)
