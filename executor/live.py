@@ -806,3 +806,33 @@ class LiveRun:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
             self.ledger()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """What one live run is asked: its budget (cost unit), deadline (model seconds) and random key.
+
+    Keyword-only, so a call site names each number (a budget and a deadline
+    are both floats, and swapping them is silent in a positional list).
+    """
+
+    budget: float
+    deadline: float
+    seed: int = 0
+    trial: int = 0
+
+
+def open_run(wf: Workflow, endpoints: Mapping[str, Endpoint], method: str, spec: RunSpec, *,
+             http: httpx.AsyncClient, clock: Clock, trace: Trace, params: Mapping[str, Any] | None = None,
+             options: Options | None = None, health: EndpointHealth | None = None,
+             limits: Mapping[str, asyncio.Semaphore] | None = None) -> LiveRun:
+    """The one way to build a :class:`LiveRun`: ``method`` on ``wf`` through ``endpoints`` as ``spec`` asks.
+
+    ``http``, ``clock`` and ``trace`` are the run's connections, time and
+    log; ``params`` the method's parameters; ``options`` the executor's
+    knobs; ``health`` and ``limits`` are shared by concurrent runs (endpoint
+    health, per-endpoint concurrency).
+    """
+    return LiveRun(wf, endpoints, method, spec.budget, spec.deadline, http=http, clock=clock, trace=trace,
+                   params=params, seed=spec.seed, trial=spec.trial, options=options, health=health,
+                   limits=limits)  # fmt: skip
