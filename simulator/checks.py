@@ -40,7 +40,7 @@ from simulator.engine.loop import REASONS
 from simulator.engine.registry import EXECUTION_RULES, HARD, PER_ATTEMPT, execution_of
 from simulator.methods import method_spec
 from simulator.pools.pool import pool_from_objects
-from simulator.simulate import policy_for, simulate_method
+from simulator.simulate import SimSpec, policy_for, simulate_run
 
 #: the parameters the battery runs each settings key with: small, so the whole battery stays quick
 SMALL_PARAMS: Mapping[str, Mapping[str, Any]] = {"mcpp": {"M": 8}}
@@ -198,8 +198,8 @@ def check_pickle_round_trip(policy: Policy, launch: str, deadline: float, case: 
 
 def _runner(method: str, case: CheckCase, mode: str, params: Mapping[str, Any] | None) -> Callable[[], Any]:
     def run():
-        return simulate_method(case.arr, method, case.budget, case.deadline, case.trials, case.seed, 0,
-                               params=params, execution_rules=mode)  # fmt: skip
+        spec = SimSpec(budget=case.budget, deadline=case.deadline, trials=case.trials, seed=case.seed, rules=mode)
+        return simulate_run(case.arr, method, spec, params=params)
 
     return run
 

@@ -121,6 +121,20 @@ def test_a_policy_that_does_not_pickle_after_an_episode_is_caught():
         check_pickle_round_trip(_Unpicklable(), PER_ATTEMPT, math.inf, case)
 
 
+def test_simulate_run_is_simulate_method_with_named_numbers(one_node):
+    from simulator.simulate import SimSpec, simulate_method, simulate_run
+
+    c = one_node
+    spec = SimSpec(budget=c.budget, deadline=c.deadline, trials=(0, 1, 2), seed=c.seed, dag=3, rules=ATOMIC)
+    a = simulate_run(c.arr, "sequential_2", spec)
+    b = simulate_method(c.arr, "sequential_2", c.budget, c.deadline, (0, 1, 2), c.seed, 3, execution_rules=ATOMIC)
+    drop = ("planner_wall_ms",)  # wall time: the one field that differs between two equal runs
+    assert [{k: v for k, v in r.items() if k not in drop} for r in a.records(c.deadline)] == [
+        {k: v for k, v in r.items() if k not in drop} for r in b.records(c.deadline)]
+    with pytest.raises(TypeError):
+        SimSpec(c.budget, c.deadline, (0,), c.seed)  # keyword-only
+
+
 def test_the_battery_names_its_checks():
     assert set(CHECKS) == {"deterministic", "legal", "bounded", "pickles"}
 
