@@ -290,22 +290,15 @@ class SimSpec:
     rules: str = PUBLISHED  # execution-rule mode (registry.EXECUTION_RULES)
 
 
-def simulate_run(
-    arr: DagArrays,
-    method: str,
-    spec: SimSpec,
-    *,
-    params: Mapping[str, Any] | None = None,
-    planning_arr: DagArrays | None = None,
-    model_names: Sequence[str] | None = None,
-    parallel: bool = False,
-    progress=None,
-) -> EpisodeBatch:
-    """:func:`simulate_method` with its run given as a :class:`SimSpec` (the same episodes)."""
-    return simulate_method(
-        arr, method, spec.budget, spec.deadline, spec.trials, spec.seed, spec.dag, params, planning_arr,
-        model_names, parallel, progress, execution_rules=spec.rules,
-    )
+def simulate_run(arr: DagArrays, method: str, spec: SimSpec, **options: Any) -> EpisodeBatch:
+    """:func:`simulate_method` with its run given as a :class:`SimSpec` (the same episodes).
+
+    ``options`` are :func:`simulate_method`'s keyword arguments besides the
+    spec's (``params``, ``planning_arr``, ``model_names``, ``parallel``,
+    ``progress``).
+    """
+    return simulate_method(arr, method, spec.budget, spec.deadline, spec.trials, spec.seed, spec.dag,
+                           execution_rules=spec.rules, **options)  # fmt: skip
 
 
 def planning_arrays(pool, dag_idx: int, settings: RunSettings, planning_pool=None) -> DagArrays | None:
