@@ -23,7 +23,7 @@ import httpx
 import numpy as np
 
 from executor.clock import Clock
-from executor.live import LiveRun, Options, RunResult, Workflow
+from executor.live import LiveRun, Options, RunResult, RunSpec, Workflow, open_run
 from executor.trace import Trace
 from executor.trace import drain as drain_traces
 from executor.world import World
@@ -156,9 +156,9 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
                 path = str(Path(trace_dir) / f"trial_{trial:05d}.jsonl") if trace_dir else None
                 trace = Trace(path, fsync=(options or Options()).fsync)
                 try:
-                    run = LiveRun(wf, endpoints, method, budget, deadline, http=http, clock=clock, trace=trace,
-                                  params=params, seed=seed, trial=trial, options=options,
-                                  limits=limits)
+                    spec = RunSpec(budget=budget, deadline=deadline, seed=seed, trial=trial)
+                    run = open_run(wf, endpoints, method, spec, http=http, clock=clock, trace=trace,
+                                   params=params, options=options, limits=limits)
                     if trial < concurrency:
                         first_wave.append(run)
                     return await run.run()

@@ -26,7 +26,7 @@ from executor.inputs import (
     load_dag,
     make_workflow,
 )
-from executor.live import EXIT_CODES, LiveRun, Options
+from executor.live import EXIT_CODES, Options, RunSpec, open_run
 from executor.trace import Trace, format_summary, read_trace, summarize
 from executor.world import Faults, World, serve_until_stopped, stats_dict
 from simulator.base.errors import ConfigError, cli_entry
@@ -110,8 +110,9 @@ def cmd_run(argv: Sequence[str]) -> int:
         loop = asyncio.get_running_loop()
         try:
             async with http_client() as http:
-                run = LiveRun(wf, eps, args.method, budget, deadline, http=http, clock=clock, trace=trace,
-                              params=params, seed=args.seed, trial=args.trial, options=opt)
+                spec = RunSpec(budget=budget, deadline=deadline, seed=args.seed, trial=args.trial)
+                run = open_run(wf, eps, args.method, spec, http=http, clock=clock, trace=trace, params=params,
+                               options=opt)
 
                 def on_signal(sig: signal.Signals) -> None:
                     signalled.append(sig.name)

@@ -216,8 +216,8 @@ class LiveRun:
         self.policy, self.launch_rule = policy_for(method, params, None, wf.stats.model_ids)
         self.policy.reset(arr, self.seed, wf.dag_row, self.trial)
         self.mask = np.zeros(arr.m, dtype=np.bool_)
-        self.mask[getattr(self.policy, "model_positions", lambda a: np.arange(a.m))(arr)] = True
-        self.legacy_only = bool(getattr(self.policy, "legacy_only", False))
+        self.mask[self.policy.model_positions(arr)] = True
+        self.legacy_only = bool(self.policy.legacy_only)
         self.cap = np.full(arr.n, np.inf)
         if self.spec.compiled and self.spec.rule(arr).seq_k == 0:  # static baselines: their per-node caps
             self.cap = static_plan(arr, self.spec.rule(arr), self.budget, self.seed, wf.dag_row, self.trial)[0]
@@ -333,7 +333,7 @@ class LiveRun:
         if not self.ready():
             return
         view = build_view(self.wf.stats, self.wf.arr, self.budget, self.deadline, [], [], self.seed, 0)
-        fn = getattr(self.policy, "decide", None) or self.policy.act
+        fn = self.policy.decide if self.policy.plans else self.policy.act
         await PLANNER.run(fn, view)
         self.policy.reset(self.wf.arr, self.seed, self.wf.dag_row, self.trial)
 
@@ -510,7 +510,7 @@ class LiveRun:
                           [self.node_ids[v] for v in range(self.n) if self.completed[v]], inflight,
                           self.seed, self.decisions)
         view = replace(view, dag=self.wf.dag_row, trial=self.trial)
-        posterior = self.opt.update == "posterior" and hasattr(self.policy, "planning_arr")
+        posterior = self.opt.update == "posterior" and self.policy.uses_planning_arr
         estimate = None
         t_plan = time.perf_counter()
         try:
@@ -518,7 +518,7 @@ class LiveRun:
                 if posterior:
                     self.policy.planning_arr = self.planner_arrays()
                     self.policy.reset(arr, self.seed, self.wf.dag_row, self.trial)
-                if hasattr(self.policy, "decide"):
+                if self.policy.plans:
                     d = await self._plan(self.policy.decide, view)
                     action = None if d is None else (d.act_model, d.act_count)
                     estimate = None if d is None else float(d.score)
@@ -806,3 +806,33 @@ class LiveRun:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
             self.ledger()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """What one live run is asked: its budget (cost unit), deadline (model seconds) and random key.
+
+    Keyword-only, so a call site names each number (a budget and a deadline
+    are both floats, and swapping them is silent in a positional list).
+    """
+
+    budget: float
+    deadline: float
+    seed: int = 0
+    trial: int = 0
+
+
+def open_run(wf: Workflow, endpoints: Mapping[str, Endpoint], method: str, spec: RunSpec, *,
+             http: httpx.AsyncClient, clock: Clock, trace: Trace, params: Mapping[str, Any] | None = None,
+             options: Options | None = None, health: EndpointHealth | None = None,
+             limits: Mapping[str, asyncio.Semaphore] | None = None) -> LiveRun:
+    """The one way to build a :class:`LiveRun`: ``method`` on ``wf`` through ``endpoints`` as ``spec`` asks.
+
+    ``http``, ``clock`` and ``trace`` are the run's connections, time and
+    log; ``params`` the method's parameters; ``options`` the executor's
+    knobs; ``health`` and ``limits`` are shared by concurrent runs (endpoint
+    health, per-endpoint concurrency).
+    """
+    return LiveRun(wf, endpoints, method, spec.budget, spec.deadline, http=http, clock=clock, trace=trace,
+                   params=params, seed=spec.seed, trial=spec.trial, options=options, health=health,
+                   limits=limits)  # fmt: skip

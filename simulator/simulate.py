@@ -273,6 +273,34 @@ def simulate_method(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class SimSpec:
+    """What one simulated run is asked: budget, deadline, random key (seed, DAG, trials) and execution rules.
+
+    Keyword-only, so a call site names each number (budget and deadline are
+    both floats, seed and DAG both ints: swapped, a positional list runs
+    silently wrong).
+    """
+
+    budget: float
+    deadline: float
+    trials: Sequence[int]
+    seed: int
+    dag: int = 0
+    rules: str = PUBLISHED  # execution-rule mode (registry.EXECUTION_RULES)
+
+
+def simulate_run(arr: DagArrays, method: str, spec: SimSpec, **options: Any) -> EpisodeBatch:
+    """:func:`simulate_method` with its run given as a :class:`SimSpec` (the same episodes).
+
+    ``options`` are :func:`simulate_method`'s keyword arguments besides the
+    spec's (``params``, ``planning_arr``, ``model_names``, ``parallel``,
+    ``progress``).
+    """
+    return simulate_method(arr, method, spec.budget, spec.deadline, spec.trials, spec.seed, spec.dag,
+                           execution_rules=spec.rules, **options)  # fmt: skip
+
+
 def planning_arrays(pool, dag_idx: int, settings: RunSettings, planning_pool=None) -> DagArrays | None:
     """The planner's statistics for this DAG (None: same as execution)."""
     if not settings.planning and planning_pool is None:

@@ -14,7 +14,7 @@ from executor.agree import http_client
 from executor.clock import Clock
 from executor.endpoints import Endpoint
 from executor.inputs import load_dag, make_workflow
-from executor.live import LiveRun, Options
+from executor.live import Options, RunSpec, open_run
 from executor.trace import Trace
 from executor.world import Faults, World
 from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -47,8 +47,8 @@ async def one_run(wf, pool, method: str, budget: float, deadline: float, *, scal
     tr = Trace(trace)
     try:
         async with http_client() as http:
-            run = LiveRun(wf, eps, method, budget, deadline, http=http, clock=clock, trace=tr, params=params,
-                          trial=trial, options=options)
+            run = open_run(wf, eps, method, RunSpec(budget=budget, deadline=deadline, trial=trial), http=http,
+                           clock=clock, trace=tr, params=params, options=options)
             res = await run.run()
     finally:
         tr.close()

@@ -99,14 +99,14 @@ def test_event_limit_ends_a_hopeless_episode():
         from simulator.costs.arrays import build_arrays, CostSetting
         from simulator.engine.loop import MAX_EVENTS, REASONS
         from simulator.simulate import simulate_baseline
-        from simulator.engine.episode import run_policy_episode
+        from simulator.engine.episode import Policy, run_policy_episode
 
         pool = pool_from_objects([chain_dag(2, p=1e-12, cost=0.0)])
         arr = build_arrays(pool[0], CostSetting())
         b = simulate_baseline(arr, "sequential", 1000.0, range(2), 42, 0)
         rec = b.records()[0]
 
-        class Retry:
+        class Retry(Policy):
             name = "retry"
             def reset(self, arr, seed, dag, trial): pass
             def act(self, view):

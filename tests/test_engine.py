@@ -14,7 +14,7 @@ from scipy import stats as sps
 from simulator.baselines.compiled import BASELINE_METHODS, STATIC_METHODS, static_rule
 from simulator.baselines.compiled import static_plan as baseline_static_plan
 from simulator.costs.arrays import CostSetting, dag_arrays
-from simulator.engine.episode import run_policy_episode
+from simulator.engine.episode import Policy, run_policy_episode
 from simulator.engine.loop import first_uncompletable
 from simulator.pools.pool import pool_from_objects
 from simulator.simulate import simulate_baseline
@@ -28,7 +28,7 @@ def arrays_of(dag, **kw):
     return dag_arrays(pool, 0, CostSetting(**kw))
 
 
-class FixedPolicy:
+class FixedPolicy(Policy):
     """Every ready node gets (legacy model, k); optionally only at the first decision."""
 
     name = "fixed"

@@ -17,7 +17,7 @@ import simulator.engine.reference as ref
 from simulator.base.errors import ConfigError
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
-from simulator.engine.episode import run_policy_episode
+from simulator.engine.episode import Policy, run_policy_episode
 from simulator.engine.registry import ATOMIC, EXECUTION_RULES, HARD, PER_ATTEMPT, SCORED, execution_of
 from simulator.mcpp.policy import MCPortfolioPolicy
 from simulator.methods import method_spec
@@ -134,7 +134,7 @@ def test_modes_are_recorded_and_per_attempt_mcpp_plans_per_attempt(example):
     assert pol.per_attempt and not pol.prune  # the pruning bounds assume atomic costs
 
 
-class _Recording:
+class _Recording(Policy):
     """Wrap a policy and keep every action it returns (to replay it in the reference simulator)."""
 
     def __init__(self, inner):

@@ -268,7 +268,7 @@ def test_200_runs_sharing_the_planner_thread_keep_their_deadline_under_cpu_load(
 
     from executor.agree import http_client
     from executor.clock import Clock
-    from executor.live import LiveRun
+    from executor.live import RunSpec, open_run
     from executor.trace import Trace
     from executor.world import World
 
@@ -285,9 +285,9 @@ def test_200_runs_sharing_the_planner_thread_keep_their_deadline_under_cpu_load(
 
         async def one(trial):
             async with http_client() as http:
-                return await LiveRun(wf, eps, "mc_portfolio_rollout", 2 * B, deadline, http=http, clock=clock,
-                                     trace=Trace(None), params={"M": 8}, trial=trial,
-                                     options=Options(warm_up=trial == 0)).run()
+                return await open_run(wf, eps, "mc_portfolio_rollout", RunSpec(budget=2 * B, deadline=deadline, trial=trial),
+                                      http=http, clock=clock, trace=Trace(None), params={"M": 8},
+                                      options=Options(warm_up=trial == 0)).run()
 
         first = await one(0)  # compiles (or loads) the kernels before the crowd starts
         try:

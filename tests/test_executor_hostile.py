@@ -25,7 +25,7 @@ import pytest
 from executor.agree import http_client
 from executor.clock import Clock
 from executor.hostile import HostileWorld
-from executor.live import LiveRun, Options
+from executor.live import Options, RunSpec, open_run
 from executor.trace import Trace
 from tests.executor_helpers import ENV, POOL, ROOT, cli, nominal, workflow
 
@@ -49,8 +49,8 @@ async def _runs(wf, pool, method, budget, deadline, trials, *, scale=0.01, class
             tr = Trace(None)
             t0 = time.perf_counter()
             async with http_client() as http:
-                run = LiveRun(wf, eps, method, budget, deadline, http=http, clock=clock, trace=tr, params=params,
-                              trial=trial, options=options or Options(backoff_base_s=0.01))
+                run = open_run(wf, eps, method, RunSpec(budget=budget, deadline=deadline, trial=trial), http=http,
+                               clock=clock, trace=tr, params=params, options=options or Options(backoff_base_s=0.01))
                 res = await run.run()
             return res, tr.events, time.perf_counter() - t0
 
@@ -285,8 +285,8 @@ def test_a_sample_cancelled_in_its_backoff_releases_its_reservation(monkeypatch)
         tr = Trace(None)
         try:
             async with http_client() as http:
-                run = LiveRun(wf, eps, "sequential", 2 * B, 50 * D, http=http, clock=clock, trace=tr,
-                              options=Options(down_after=100))
+                run = open_run(wf, eps, "sequential", RunSpec(budget=2 * B, deadline=50 * D), http=http, clock=clock,
+                               trace=tr, options=Options(down_after=100))
                 task = asyncio.ensure_future(run.run())
                 while not world.seen:
                     await asyncio.sleep(0.01)

@@ -83,6 +83,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.policies.*", "planner"),
     ("simulator.methods", "methods"),
     ("simulator.simulate", "methods"),
+    ("simulator.checks", "methods"),  # the conformance battery every registered policy passes
     ("simulator.prewarm_groups", "methods"),
     ("simulator.surface", "methods"),  # prediction surfaces: trees of trajectories over a (budget, deadline) grid
     ("simulator.surface.*", "methods"),

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from simulator.baselines.compiled import BASELINE_METHODS
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.engine import reference as ref
-from simulator.engine.episode import run_policy_episode
+from simulator.engine.episode import Policy, run_policy_episode
 from simulator.engine.loop import REASONS
 from simulator.engine.testing import layered_dag
 from simulator.mcpp.policy import MCPortfolioPolicy
@@ -271,7 +271,7 @@ def fixed_policy(variant, ready, decision, budget_left, available, legacy):
 AT_MAKESPAN = -1.0  # deadline marker: exactly the makespan of the same run without a deadline
 
 
-class EngineAdapter:
+class EngineAdapter(Policy):
     """The fixed policy in the compiled driver's Policy protocol (arrays of length n)."""
 
     name = "fixed_python"
@@ -408,7 +408,7 @@ def test_refused_draw_rule_is_one_flag(consumed):
 # --------------------------------------------------------------------------- MCPP's member simulations
 
 
-class CaptureFirstView:
+class CaptureFirstView(Policy):
     """Record the engine's view of the start state, then launch nothing."""
 
     name = "capture"

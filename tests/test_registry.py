@@ -11,6 +11,7 @@ import pytest
 from simulator.base.errors import ConfigError
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.episode import Policy
 from simulator.engine.registry import (
     ATOMIC,
     COMPILED_BASELINE,
@@ -100,7 +101,7 @@ def test_an_entry_is_checked_when_made():
         reg.register(spec)
 
 
-class _PySequential:
+class _PySequential(Policy):
     """Retry-1 written as a Python policy: must be the compiled ``sequential``, record for record."""
 
     name = "py_sequential"

@@ -131,7 +131,7 @@ def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
         "missing_cells": counts["missing"], "partial_cells": 0, "missing_policy": "missing",
         "public_data_notice": NOTICE, "model_ids": models, "model_display_names": models,
         "format_version": FORMAT_VERSION,
-        "methods": [{"id": m, "display_name": _display(m), "baseline": bool(method_spec(m).baseline)}
+        "methods": [{"id": m, "display_name": method_spec(m).display_name, "baseline": bool(method_spec(m).baseline)}
                     for m in cfg.methods],
         "budget_unit": UNITS.get(cfg.cost_mode, cfg.cost_mode), "deadline_unit": "s", "cost_mode": cfg.cost_mode,
         "execution_rules": cfg.execution_rules, "seed": cfg.seed, "approximation": None,
@@ -159,8 +159,3 @@ def _pool_titles(pool_path: str, dags: list[int]) -> dict[int, tuple[str, int]]:
     pool = load_pool(pool_path, indices=dags)
     return {int(pool[i].index): (str(pool[i].problem_id), int(pool[i].n_nodes)) for i in range(len(pool))}
 
-
-def _display(method: str) -> str:
-    spec = method_spec(method)
-    return "MCPP" + method[len("mc_portfolio_rollout"):] if method.startswith("mc_portfolio_rollout") else (
-        spec.description or method)

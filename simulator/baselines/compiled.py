@@ -22,6 +22,7 @@ from simulator.base.jit import compiled_only
 from simulator.base.rng import STREAM_STATIC, make_key, uniform
 from simulator.base.threads import run_chunked
 from simulator.costs.arrays import DagArrays
+from simulator.engine.episode import Policy
 from simulator.engine.loop import (
     BUDGET,
     BUDGET_LEFT,
@@ -266,7 +267,7 @@ def _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, nod
     _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, True)
 
 
-class AtomicBaseline:
+class AtomicBaseline(Policy):
     """A compiled baseline's decisions as a Python policy, for the ``atomic`` execution-rule mode.
 
     Sequential-k: k attempts of the legacy model on every ready node at every

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
@@ -83,26 +82,55 @@ class DecisionView:
         return self.deadline - self.t
 
 
-class Policy(Protocol):
-    """A decision rule plugged into :func:`run_policy_episode`.
+class Policy:
+    """A decision rule plugged into :func:`run_policy_episode` (and the executor and the surface).
 
-    Optional attributes the driver reads: ``model_positions(arr)`` (the
-    models it may launch; default all), ``legacy_only`` (True: it launches
-    each node's legacy model only, as the baselines) and
-    ``budget_caps(arr, budget)`` (per-node caps on cumulative cost under the
-    per-attempt launch, as the static baselines' shares; default none).
+    Every member a caller may use is declared here with its default, so no
+    caller probes a policy: subclass it and override what differs. Required:
+    ``name``, :meth:`reset`, :meth:`act`. Optional, with defaults:
+    :meth:`model_positions` (the models it may launch; all),
+    ``legacy_only`` (True: it launches each node's legacy model only, as the
+    baselines), :meth:`budget_caps` (per-node caps on cumulative cost under
+    the per-attempt launch, as the static baselines' shares; none),
+    ``plans`` with :meth:`decide` (a planner returning a decision with an
+    estimate, which the executor logs), ``planning_arr`` with
+    ``uses_planning_arr`` (statistics the planner plans with, which the
+    executor's posterior update replaces) and :meth:`episode_diagnostics`.
+    ``simulator.policies.checks.check_policy`` tests a policy against this
+    contract.
     """
 
-    name: str
+    name: str = ""
+    #: True: it launches each node's legacy model only (the baselines)
+    legacy_only: bool = False
+    #: True: it has :meth:`decide` (a planner's decision with ``act_model``, ``act_count`` and ``score``)
+    plans: bool = False
+    #: True: it plans with ``planning_arr`` (None: the episode's arrays), which a caller may replace before reset
+    uses_planning_arr: bool = False
+    planning_arr: DagArrays | None = None
 
     def reset(self, arr: DagArrays, seed: int, dag: int, trial: int) -> None:
         """Called once before an episode (build per-episode tables here)."""
 
     def act(self, view: DecisionView) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-node (model position, count) arrays of length n; count >= 1 on every ready node."""
+        raise NotImplementedError(f"{type(self).__name__}.act")
+
+    def decide(self, view: DecisionView):
+        """A planner's decision (``plans`` True only): ``act_model``, ``act_count``, ``score``; None: no action."""
+        raise NotImplementedError(f"{type(self).__name__} does not plan (plans is False)")
+
+    def model_positions(self, arr: DagArrays) -> np.ndarray:
+        """Positions of the models it may launch (default: every model)."""
+        return np.arange(arr.m)
+
+    def budget_caps(self, arr: DagArrays, budget: float) -> np.ndarray:
+        """Per-node caps on cumulative cost under the per-attempt launch (default: none, infinite)."""
+        return np.full(arr.n, np.inf)
 
     def episode_diagnostics(self) -> dict:
         """Summary of the episode's decisions, merged into the episode record."""
+        return {}
 
 
 @dataclass
@@ -220,10 +248,9 @@ def run_policy_episode(
     order_buf = np.empty(arr.n, dtype=np.int64)
     wall = 0.0
     mask = np.zeros(arr.m, dtype=np.bool_)
-    mask[getattr(policy, "model_positions", lambda a: np.arange(a.m))(arr)] = True
-    legacy_only = bool(getattr(policy, "legacy_only", False))
-    caps = getattr(policy, "budget_caps", None)
-    cap = np.asarray(caps(arr, float(budget)), dtype=np.float64).copy() if caps else np.full(arr.n, np.inf)
+    mask[policy.model_positions(arr)] = True
+    legacy_only = bool(policy.legacy_only)
+    cap = np.asarray(policy.budget_caps(arr, float(budget)), dtype=np.float64).copy()
     if first_uncompletable(arr, mask, legacy_only) >= 0:
         st.cnt[REASON] = STALLED
     if not per_attempt and prewarm.running():  # cold start: compiled while the helper compiles the kernel

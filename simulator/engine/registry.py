@@ -82,6 +82,8 @@ class MethodSpec:
     launch_param: str | None = None  # parameter telling the policy the launch rule it runs under (planners)
     base: str | None = None  # the registered method a variant derives from
     description: str = ""
+    #: its name on the surface page, followed by a variant's brackets (``MCPP`` -> ``MCPP[crn]``); empty: the description
+    display_label: str = ""
 
     def __post_init__(self) -> None:
         for value, allowed, what in (
@@ -107,6 +109,13 @@ class MethodSpec:
     @property
     def base_name(self) -> str:
         return self.base or self.name
+
+    @property
+    def display_name(self) -> str:
+        """The name the surface page shows: ``display_label`` with the variant's part, else the description."""
+        if self.display_label:
+            return self.display_label + self.name[len(self.base_name):]
+        return self.description or self.name
 
     def run_params(self, settings_params: Mapping[str, Any] | None) -> dict[str, Any]:
         """The parameters this method runs with: the run's (``settings_key``) with the entry's on top."""

@@ -31,7 +31,7 @@ from simulator.base.errors import ConfigError
 from simulator.base.rng import STREAM_PLANNER, make_key
 from simulator.base.threads import start_threads
 from simulator.costs.arrays import DagArrays
-from simulator.engine.episode import DecisionView
+from simulator.engine.episode import DecisionView, Policy
 from simulator.engine.registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
 from simulator.mcpp.anytime import MemberTables, Rates, evaluate_auto, pair_scores, race, surely_failing
 from simulator.mcpp.candidates import actions_to_arrays, candidates_key, generate_candidates
@@ -124,7 +124,7 @@ class _EpisodeTables:
         return self.members
 
 
-class MCPortfolioPolicy:
+class MCPortfolioPolicy(Policy):
     """The MCPP planner (``docs/policies.md``, faithful by default).
 
     ``params`` holds any :class:`~simulator.mcpp.params.MCPPParams` key
@@ -135,6 +135,13 @@ class MCPortfolioPolicy:
     """
 
     name = MCPP
+    plans = True
+    uses_planning_arr = True
+
+    @property
+    def episode_tables(self) -> _EpisodeTables | None:
+        """The episode's tables (built by :meth:`reset`): what the surface's batched decision shares."""
+        return self._episode
 
     def __init__(
         self,
@@ -152,7 +159,7 @@ class MCPortfolioPolicy:
         # exact shortcuts; off only to test they are exact, and under the per-attempt rule (they assume atomic costs)
         self.prune = bool(raw.get("prune", True)) and not self.per_attempt
         self.planning_arr = planning_arr
-        self._tables: _EpisodeTables | None = None
+        self._episode: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
         self._models: np.ndarray | None = None
         self._rates: Rates | None = None  # anytime planner: measured kernel speeds (serial / parallel)
@@ -207,11 +214,11 @@ class MCPortfolioPolicy:
                 f"planning statistics ({parr.n} nodes, {parr.m} models) do not match the DAG "
                 f"({arr.n} nodes, {arr.m} models)"
             )
-        if self._tables is None or self._tables.arr is not parr:
-            self._tables = _EpisodeTables(parr)
+        if self._episode is None or self._episode.arr is not parr:
+            self._episode = _EpisodeTables(parr)
             self._models = self.model_positions(parr)
         if self.params.anytime:  # built here, outside the first decision's time limit
-            self._tables.member_tables(self.members())
+            self._episode.member_tables(self.members())
             if not self._loaded:  # load the compiled helpers of a decision (the kernels: at the first decision)
                 candidates_key(seed, dag, trial, 0)
                 make_key(seed, dag, trial, STREAM_PLANNER, 0, 0, 0)
@@ -219,7 +226,7 @@ class MCPortfolioPolicy:
         self._decisions = []
 
     def act(self, view: DecisionView) -> tuple[np.ndarray, np.ndarray] | None:
-        if self._tables is None:
+        if self._episode is None:
             self.reset(view.arr, view.seed, view.dag, view.trial)
         d = self.decide(view)
         if d is None:
@@ -262,9 +269,9 @@ class MCPortfolioPolicy:
     def decide(self, view: DecisionView) -> Decision | None:
         """Plan one decision from ``view`` (None when a ready node has no portfolio model)."""
         t0 = time.perf_counter()
-        if self._tables is None:
+        if self._episode is None:
             self.reset(view.arr, view.seed, view.dag, view.trial)
-        tb = self._tables
+        tb = self._episode
         parr = tb.arr
         P = self.params
         if P.reuse == "state":  # the draws are keyed by the state; an identical state takes its decision
@@ -364,9 +371,9 @@ class MCPortfolioPolicy:
         with the largest budget and horizon of the cells that share a
         state, and decides every cell from one evaluation.
         """
-        if self._tables is None:
+        if self._episode is None:
             self.reset(view.arr, view.seed, view.dag, view.trial)
-        tb = self._tables
+        tb = self._episode
         parr = tb.arr
         P = self.params
         if key_trial is None:
@@ -429,7 +436,7 @@ class MCPortfolioPolicy:
 
     def _anytime(self, evaluate_on, dec: DecisionState, members, pair_c, pair_m, deadline: float):
         """The anytime evaluation (:mod:`simulator.mcpp.anytime`): exact pruning, ranking, racing."""
-        tb = self._tables
+        tb = self._episode
         P = self.params
         C, Pm = dec.cand_model.shape[0], len(members)
         fails = surely_failing(tb.bounds, tb.arr, dec) if self.prune else np.zeros((C, Pm), dtype=bool)
@@ -478,7 +485,7 @@ class MCPortfolioPolicy:
         return best, int(wins[best]), n_sims
 
 
-class SeqMemberPolicy:
+class SeqMemberPolicy(Policy):
     """Portfolio member Seq-(m, k) run on its own with the atomic launch (tests, comparisons)."""
 
     def __init__(self, model: int, k: int) -> None:
@@ -549,7 +556,7 @@ METHODS: tuple[MethodSpec, ...] = (
     MethodSpec(
         MCPP, PYTHON_POLICY, ATOMIC, HARD, baseline=False, family="mcpp", sets=("all", "mcpp", "loader_only"),
         factory=make_mcpp_policy, settings_key="mcpp", check_params=check_mcpp_params, check_dag=check_mcpp_dag,
-        launch_param="launch_rule", label="MCPP", aliases=("MCPP",),
+        launch_param="launch_rule", label="MCPP", aliases=("MCPP",), display_label="MCPP",
         variant_words={
             "crn": ("evaluation", "crn"),
             "halving": ("evaluation", "halving"),

@@ -2,10 +2,11 @@
 
 import numpy as np
 
+from simulator.engine.episode import Policy
 from simulator.engine.registry import PER_ATTEMPT, PYTHON_POLICY, SCORED, MethodSpec
 
 
-class CheapestFirst:
+class CheapestFirst(Policy):
     name = "cheapest_first"
 
     def reset(self, arr, seed, dag, trial):

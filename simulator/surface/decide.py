@@ -99,7 +99,7 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
         return None
     _mode, _n_base, cand_model, cand_count, members, dec = prep
     dec = dec._replace(budget=bmax, horizon=hmax)  # the largest cell: every smaller one is decided from it
-    tb = policy._tables
+    tb = policy.episode_tables
     C, Pm, M = cand_model.shape[0], len(members), policy.params.M
     pair_c = np.repeat(np.arange(C, dtype=np.int64), Pm)
     pair_m = np.tile(np.arange(Pm, dtype=np.int64), C)

@@ -51,6 +51,7 @@ from simulator.baselines.further.variants import (
     variant,
 )
 from simulator.costs.arrays import DagArrays
+from simulator.engine.episode import Policy
 from simulator.engine.registry import HARD, PER_ATTEMPT, PYTHON_POLICY, SCORED, MethodSpec
 
 
@@ -76,7 +77,7 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-class FurtherPolicy:
+class FurtherPolicy(Policy):
     """One of the further methods (``variant``) with resolved parameters.
 
     ``params`` is a :class:`~simulator.baselines.further.variants.FurtherParams`, its
