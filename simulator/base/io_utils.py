@@ -97,3 +97,17 @@ def strict_json_object(obj: dict) -> dict:
 def dumps_strict(obj: dict, indent: int | None = None) -> str:
     """Strict JSON text of a dict (see :func:`strict_json_object`); never ``Infinity`` or ``NaN``."""
     return json.dumps(strict_json_object(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+try:  # orjson parses two to three times faster (the same values); it refuses NaN/Infinity, which json then reads
+    import orjson
+
+    def loads_fast(raw: str | bytes) -> Any:
+        """``json.loads`` of one JSON document (a pool line, a record), faster; NaN/Infinity still read."""
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return json.loads(raw)
+
+except ImportError:  # pragma: no cover
+    loads_fast = json.loads

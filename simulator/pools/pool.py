@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base.errors import ConfigError, PoolError
-from simulator.base.io_utils import atomic_write_jsonl
+from simulator.base.io_utils import atomic_write_jsonl, loads_fast
 from simulator.base.validation import INT64_MAX, check_input_file, check_int_field
 from simulator.pools.graph import csr, longest_path_depths, topological_order
 from simulator.pools.stats import template_from_columns
@@ -622,17 +622,7 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
 # ----------------------------------------------------------------------------
 
 
-try:  # orjson parses twice as fast; it rejects Infinity/NaN, so those lines go to json
-    import orjson
-
-    def _loads(raw: bytes) -> Any:
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return json.loads(raw)
-
-except ImportError:  # pragma: no cover
-    _loads = json.loads
+_loads = loads_fast  # orjson, with json for the lines holding Infinity/NaN
 
 
 def _preview(raw: bytes, width: int = 80) -> str:
