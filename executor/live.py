@@ -228,6 +228,7 @@ class LiveRun:
         self.batches: dict[int, _Batch] = {}
         self.attempt_no = np.zeros(arr.n * arr.m, dtype=np.int64)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)
+        self._messages: dict[int, list[dict[str, str]]] = {}  # node position -> its requests' messages
         self.ledger_ = Ledger(self.budget)
         #: the planner's view of what may still be launched: (node, model) pairs refused or on a model that is down
         self.plan_arr = arr
@@ -297,8 +298,16 @@ class LiveRun:
         return tokens, prompt + tokens * per_token
 
     def messages(self, v: int) -> list[dict[str, str]]:
+        """The messages of node v's requests, built once: a node is launched only when its parents' accepted
+        answers are final (a CodeFlow prompt extracts the parents' code; the launch rules ask per sample)."""
+        cached = self._messages.get(v)
+        if cached is not None:
+            return cached
         parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
-        return self.wf.tasks[self.node_ids[v]].messages(self.wf.stats.problem_id, parents)
+        msgs = self.wf.tasks[self.node_ids[v]].messages(self.wf.stats.problem_id, parents)
+        if all(self.completed[p] for p in self.parents[v]):
+            self._messages[v] = msgs
+        return msgs
 
     def ledger(self) -> None:
         self.trace.write("ledger", t=round(self.elapsed(), 6), spent=self.spent, reserved=self.reserved,
