@@ -42,7 +42,7 @@ from .rundir import RunDir
 
 LEVEL = 0.95
 #: the execution-rule modes (a run without the setting is ``published``)
-MODES = ("published", "atomic", "per_attempt")
+MODES = ("published", "atomic", "per_attempt", "live")
 #: methods of the "further" family (LOADER, Chernoff deadline methods): compared separately
 FURTHER_PREFIXES = ("loader_", "deadline_")
 #: settings two runs must share to be paired (everything that decides which (DAG, trial, cell) a record is)

@@ -286,7 +286,7 @@ def add_shard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mcpp-params", default=None, help="JSON of the resolved MCPP parameters")
     p.add_argument("--planning", default=None, help="JSON of RunSettings.planning (robustness)")
     p.add_argument("--further-params", default=None, help="JSON of the resolved LOADER / Chernoff parameters")
-    p.add_argument("--execution-rules", default="published", choices=("published", "atomic", "per_attempt"))
+    p.add_argument("--execution-rules", default="published", choices=("published", "atomic", "per_attempt", "live"))
     p.add_argument("--progress-file", default=None, help="JSON progress for the orchestrator (not a result)")
     p.add_argument("--pool-index", default=None, help="the run's pool index (prepare): read only this shard's rows")
 

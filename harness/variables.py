@@ -400,9 +400,9 @@ VARIABLES: tuple[Var, ...] = (
         "`mcpp`, `baselines`, `further`, ...) or a comma list of methods and sets (MCPP, any case, is "
         "`mc_portfolio_rollout`); a variant is `NAME[key=value,...]` "
         "(`python -m simulator methods` lists them)"), "the methods to run", "run"),
-    Var("EXECUTION_RULES", "published", Choice(("published", "atomic", "per_attempt")), "execution-rule mode: "
+    Var("EXECUTION_RULES", "published", Choice(("published", "atomic", "per_attempt", "live")), "execution-rule mode: "
         "`published` (each method its own launch rule), `atomic` (every method atomic, hard deadline), `per_attempt` "
-        "(every method per attempt; MCPP plans under it too); recorded with every record", "run"),
+        "(every method per attempt; MCPP plans under it too), `live` (only what a live run knows: admission on expected costs, capped samples, estimated remaining times; docs/semantics.md); recorded with every record", "run"),
     Var("BASELINE_SUITE", "", Text(), "models to re-run the baselines with (comma list, or `all` = every model "
         "of the pool)", "run"),
     *_mcpp_vars(),

@@ -23,11 +23,16 @@ from typing import Any
 import numpy as np
 
 from simulator.base.errors import ConfigError
-from simulator.baselines.compiled import AtomicBaseline, run_baseline_trials, run_baseline_trials_parallel
+from simulator.baselines.compiled import (
+    AtomicBaseline,
+    LiveBaseline,
+    run_baseline_trials,
+    run_baseline_trials_parallel,
+)
 from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
 from simulator.engine.episode import run_policy_episode
 from simulator.engine.loop import DEADLINE_EXHAUSTED, REASONS
-from simulator.engine.registry import HARD, PUBLISHED, execution_of
+from simulator.engine.registry import HARD, LIVE_PER_ATTEMPT, PUBLISHED, execution_of
 from simulator.methods import make_policy, method_spec
 
 
@@ -182,7 +187,7 @@ def policy_for(
     if model_names is not None:
         params = {**(params or {}), "dag_model_ids": tuple(model_names)}
     if spec.compiled:  # a compiled baseline's decisions under another launch rule (execution-rule modes)
-        return AtomicBaseline(method, spec.rule), rule
+        return (LiveBaseline if rule == LIVE_PER_ATTEMPT else AtomicBaseline)(method, spec.rule), rule
     if spec.launch_param and rule != spec.launch:  # a planner simulates the rule it runs under
         params = {**(params or {}), spec.launch_param: rule}
     return make_policy(method, params, planning_arr), rule

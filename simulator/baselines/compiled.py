@@ -325,3 +325,18 @@ METHODS: tuple[MethodSpec, ...] = tuple(
     for name, k in SEQUENTIAL_KS.items()
 ) + tuple(_spec(name, partial(static_rule, name), "static") for name in STATIC_METHODS)
 
+
+
+class LiveBaseline(AtomicBaseline):
+    """A compiled baseline's decisions with its per-attempt launch and static caps, for a hard deadline.
+
+    The ``live`` execution rules (and the live executor) run a baseline under
+    the deadline D, which no run can pass: its decisions never depend on D,
+    so these are the compiled rule's decisions, launched per attempt within
+    the same per-node caps (static baselines: the budget's shares).
+    """
+
+    def budget_caps(self, arr: DagArrays, budget: float) -> np.ndarray:
+        if self._rule.seq_k > 0:
+            return np.full(arr.n, np.inf)
+        return static_plan(arr, self._rule, budget, self._seed, self._dag, self._trial)[0]

@@ -32,7 +32,7 @@ from simulator.cli.args import (
     resolve_budget_deadline,
 )
 from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
-from simulator.engine.registry import Execution, MethodSpec, execution_of
+from simulator.engine.registry import EXECUTION_RULES, Execution, MethodSpec, execution_of
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args
 from simulator.methods import METHOD_ORDER, method_spec
 from simulator.pools.pool import Pool, load_pool
@@ -146,7 +146,7 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     )  # fmt: skip
     ap.add_argument("--trials", default="1000", help="episodes (an integer >= 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--execution-rules", default="published", choices=("published", "atomic", "per_attempt"),
+    ap.add_argument("--execution-rules", default="published", choices=EXECUTION_RULES,
                     help="execution-rule mode (docs/semantics.md): each method its own launch rule, or all atomic, "
                     "or all per attempt")  # fmt: skip
     add_mcpp_arguments(ap)

@@ -48,7 +48,7 @@ from simulator.engine.loop import (
     ready_nodes,
     total_cost,
 )
-from simulator.engine.registry import ATOMIC, LAUNCH_RULES, PER_ATTEMPT
+from simulator.engine.registry import ATOMIC, LAUNCH_RULES, LIVE_LAUNCH_RULES, LIVE_PER_ATTEMPT, PER_ATTEMPT
 
 
 @dataclass
@@ -237,8 +237,13 @@ def run_policy_episode(
     ends ends ``event_limit`` (each pass of the loop below consumes an event
     or ends the episode, so the loop is bounded too).
     """
+    if launch in LIVE_LAUNCH_RULES:
+        from simulator.engine.live_episode import run_live_episode
+
+        return run_live_episode(arr, policy, budget, deadline, seed, dag, trial, max_events,
+                                per_attempt=launch == LIVE_PER_ATTEMPT)
     if launch not in LAUNCH_RULES:
-        raise ValueError(f"launch rule {launch!r} is not one of {', '.join(LAUNCH_RULES)}")
+        raise ValueError(f"launch rule {launch!r} is not one of {', '.join(LAUNCH_RULES + LIVE_LAUNCH_RULES)}")
     per_attempt = launch == PER_ATTEMPT
     st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
     st.cnt[EVENT_CAP] = max_events
@@ -303,6 +308,11 @@ def run_policy_episode(
         if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
             st.cnt[REASON] = no_progress_reason(arr, st, mask, legacy_only, cap)
             break
+    return episode_result(st, policy, deadline, wall)
+
+
+def episode_result(st: EpisodeState, policy: Policy, deadline: float, wall: float) -> EpisodeResult:
+    """The :class:`EpisodeResult` of an ended episode's state (``wall``: seconds spent in the policy)."""
     reason = int(st.cnt[REASON])
     return EpisodeResult(
         success=reason == 0,

@@ -566,3 +566,18 @@ def launch_atomic(arr, st, ready, n_ready, act_model, act_count, lat_out, succ_o
 @njit(cache=True, nogil=True)
 def total_cost(st):
     return st.scal[BUDGET] - st.scal[BUDGET_LEFT]
+
+
+@njit(cache=True, nogil=True)
+def add_batch(arr, st, v, j, lats, succs, charges):
+    """Start a batch of node v with model j from given draws (the ``live`` rules' launches), charging ``charges``.
+
+    The attempts are numbers ``attempt_no[v, j]``... onwards (the caller drew
+    them with those keys); the batch ends at the largest latency and succeeds
+    when any ``succs`` is true.
+    """
+    scal, cnt, ni, nf = st.scal, st.cnt, st.ni, st.nf
+    _start_batch(scal, ni, nf, v, j)
+    for i in range(lats.shape[0]):
+        _add_attempt(scal, cnt, ni, nf, st.attempt_no, arr.m, v, j, lats[i], succs[i], charges[i])
+    _enqueue(cnt, ni, v)

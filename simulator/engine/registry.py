@@ -45,13 +45,18 @@ KINDS = (COMPILED_BASELINE, PYTHON_POLICY)
 PER_ATTEMPT = "per_attempt"
 ATOMIC = "atomic"
 LAUNCH_RULES = (PER_ATTEMPT, ATOMIC)
+#: the two launch rules under the ``live`` execution rules (simulator.engine.live_rules)
+LIVE_ATOMIC = "live_atomic"
+LIVE_PER_ATTEMPT = "live_per_attempt"
+LIVE_LAUNCH_RULES = (LIVE_PER_ATTEMPT, LIVE_ATOMIC)
 SCORED = "scored"
 HARD = "hard"
 DEADLINE_RULES = (SCORED, HARD)
 
 #: execution-rule modes of a run (setting EXECUTION_RULES, flag --execution-rules; docs/semantics.md)
 PUBLISHED = "published"
-EXECUTION_RULES = (PUBLISHED, ATOMIC, PER_ATTEMPT)
+LIVE = "live"
+EXECUTION_RULES = (PUBLISHED, ATOMIC, PER_ATTEMPT, LIVE)
 
 _VARIANT = re.compile(r"^([A-Za-z0-9_]+)\[(.*)\]$")
 
@@ -143,6 +148,11 @@ def execution_of(spec: MethodSpec, mode: str = PUBLISHED) -> Execution:
       depend on D, so its on-time successes are those of a hard-deadline
       run); the others run with the hard deadline, and MCPP's planner
       simulates under the per-attempt rule too.
+    * ``live``: what a live run can know (:mod:`simulator.engine.live_rules`):
+      each method keeps its launch (atomic for the planners, per attempt for
+      the baselines) under the live rules, with the hard deadline (a live
+      run cancels what runs at D), as a Python policy; a planner simulates
+      under the live rules too.
     """
     if mode == PUBLISHED:
         return Execution(spec.launch, spec.deadline, spec.compiled)
@@ -150,6 +160,8 @@ def execution_of(spec: MethodSpec, mode: str = PUBLISHED) -> Execution:
         return Execution(ATOMIC, HARD, False)
     if mode == PER_ATTEMPT:
         return Execution(PER_ATTEMPT, spec.deadline, spec.compiled)
+    if mode == LIVE:
+        return Execution(LIVE_PER_ATTEMPT if spec.launch == PER_ATTEMPT else LIVE_ATOMIC, HARD, False)
     raise ConfigError(f"execution rules {mode!r}: choose one of {', '.join(EXECUTION_RULES)}")
 
 

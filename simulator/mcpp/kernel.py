@@ -37,6 +37,7 @@ from simulator.base.rng import _GOLDEN, fold, normal, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
+from simulator.engine.live_rules import END, WAIT, atomic_admission, atomic_reservation, capped_charge
 from simulator.engine.loop import CV_MAX, CV_MIN, _sample_latency
 
 #: key field for "every candidate" (common random numbers)
@@ -59,6 +60,10 @@ class PlanBounds(NamedTuple):
     lat_kind: np.ndarray  # int64 (n, m): parametric latency law of (v, j) after the checks (:func:`latency_params`)
     lat_c0: np.ndarray  # float64 (n, m): its first constant
     lat_c1: np.ndarray  # float64 (n, m): its second constant
+
+
+#: the ``ceiling`` of a decision that is not under the live rules (never read)
+NO_CEILING = np.zeros((1, 1), dtype=np.float64)
 
 
 class DecisionState(NamedTuple):
@@ -87,6 +92,9 @@ class DecisionState(NamedTuple):
     prune: bool  # exact pruning (results unchanged; off only to test that)
     max_steps: int  # batch ends a simulation may process; one more is a failure
     per_attempt: bool = False  # simulate the per-attempt launch (execution-rule mode per_attempt) instead of atomic
+    live: bool = False  # simulate the live rules (simulator.engine.live_rules) instead of atomic
+    ceiling: np.ndarray = NO_CEILING  # float64 (n, m) under live: the largest charge of one attempt
+    unit: float = 0.0  # under live: the reservation unit (1: whole tokens)
 
 
 @njit(cache=True, nogil=True)
@@ -426,6 +434,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
     budget, horizon, prune, max_steps = dec.budget, dec.horizon, dec.prune, dec.max_steps
     per_attempt = dec.per_attempt
+    live, ceiling, unit, kappa = dec.live, dec.ceiling, dec.unit, arr.kappa
     act_model = dec.cand_model[c]  # (R,) the candidate's model per ready node
     act_count = dec.cand_count[c]
     mem_model = dec.mem_model[pm]
@@ -453,6 +462,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     batch_succ = np.empty(n, dtype=np.bool_)
     batch_no = np.empty(n, dtype=np.int64)  # next batch number of the node (its key)
     new_ready = np.empty(n, dtype=np.int64)
+    extra = np.empty(n, dtype=np.float64)  # live rules: what a batch in flight holds beyond its charges
     n_completed0 = 0
     for v in range(n):
         if completed0[v]:
@@ -473,6 +483,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
             completed[v] = completed0[v]
             parents_done[v] = parents_done0[v]
             batch_no[v] = 1
+            extra[v] = 0.0
         # the in-flight batches: known end; success redrawn per unfinished attempt
         # as Bernoulli(p) (key: batch 0 of the node) unless one already succeeded
         nq = 0
@@ -497,8 +508,83 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         steps = 0
         first = True  # the candidate action (atomic launch over every ready node), then the member's
         n_new = R
+        n_wait = 0  # live rules: nodes whose launch waits for a batch in flight (new_ready[:n_wait])
         while True:
-            if first or (n_completed < n and t < horizon and n_new > 0):
+            if live and (first or (n_completed < n and t < horizon and n_new > 0)):
+                # the live rules' decision (simulator.engine.live_rules): admitted on expected costs,
+                # samples capped at their reservations, no draw can end the simulation
+                expected = 0.0
+                alive = True
+                for r in range(n_new):
+                    if first:
+                        u = ready[r]
+                        j = act_model[r]
+                        k = act_count[r]
+                    else:
+                        u = new_ready[r]
+                        j = mem_model
+                        k = mem_k
+                        if not available[u, j]:
+                            alive = False
+                            break
+                    expected += k * kappa[u, j]
+                if not alive:
+                    break
+                what = atomic_admission(expected, budget_left, nq)
+                if what == END:
+                    break
+                if what == WAIT:
+                    if first:
+                        for r in range(R):
+                            new_ready[r] = ready[r]
+                    n_wait = n_new
+                else:
+                    cost = 0.0
+                    for r in range(n_new):
+                        if first:
+                            u = ready[r]
+                            j = act_model[r]
+                            k = act_count[r]
+                        else:
+                            u = new_ready[r]
+                            j = mem_model
+                            k = mem_k
+                        res = atomic_reservation(kappa[u, j], expected, budget_left, ceiling[u, j], unit)
+                        bkey = _batch_key(sim_key, u, batch_no[u])
+                        kr = u * m + j
+                        lo = row_ptr[kr]
+                        hi = row_ptr[kr + 1]
+                        end = 0.0
+                        cb = 0.0
+                        sb = False
+                        for a in range(k):
+                            akey = bkey + uint64(a) * _GOLDEN
+                            if hi > lo:
+                                ri = _row_of(akey, lo, hi)
+                                lat = row_lat[ri]
+                                sa = row_succ[ri]
+                                ch = row_charge[ri]
+                            else:
+                                sa = uniform(akey, 0) < p[u, j]
+                                lat = _latency(lat_kind[u, j], lat_c0[u, j], lat_c1[u, j], akey)
+                                ch = tmpl_charge[u, j]
+                            ch, cut = capped_charge(charge_of_draw(cil, ch, lat), res)
+                            cb += ch
+                            if lat > end:
+                                end = lat
+                            sb = sb or (sa and not cut)
+                        extra[u] = k * res - cb
+                        cost += k * res
+                        spent += cb
+                        batch_no[u] += 1
+                        batch_end[u] = t + end
+                        batch_succ[u] = sb
+                        queue[nq] = u
+                        nq += 1
+                    budget_left -= cost
+                    n_wait = 0
+                first = False
+            elif first or (n_completed < n and t < horizon and n_new > 0):
                 # a decision: the candidate's batches, later (mem_model, mem_k) on every node that
                 # became ready (the failed node, or children just unlocked), atomic launch
                 cost = 0.0
@@ -601,7 +687,10 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
             steps += 1
             if steps > max_steps:
                 break
-            n_new = 0
+            n_new = n_wait
+            if live:
+                budget_left += extra[v]
+                extra[v] = 0.0
             if batch_succ[v]:
                 completed[v] = True
                 n_completed += 1

@@ -32,10 +32,11 @@ from simulator.base.rng import STREAM_PLANNER, make_key
 from simulator.base.threads import start_threads
 from simulator.costs.arrays import DagArrays
 from simulator.engine.episode import DecisionView, Policy
+from simulator.engine.live_rules import charge_ceilings, reservation_unit
 from simulator.engine.registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
 from simulator.mcpp.anytime import MemberTables, Rates, evaluate_auto, pair_scores, race, surely_failing
 from simulator.mcpp.candidates import actions_to_arrays, candidates_key, generate_candidates
-from simulator.mcpp.kernel import DecisionState, plan_bounds, run_pairs, run_pairs_serial
+from simulator.mcpp.kernel import NO_CEILING, DecisionState, plan_bounds, run_pairs, run_pairs_serial
 from simulator.mcpp.params import (
     MCPP,
     MCPPParams,
@@ -113,6 +114,10 @@ class _EpisodeTables:
         indeg = np.diff(parr.parent_ptr)
         self.edge_child = np.repeat(np.arange(parr.n, dtype=np.int64), indeg)
         self.members: MemberTables | None = None  # anytime planner's mean-field tables (built on first use)
+        # the live rules' tables (largest charge per (node, model), reservation unit): member simulations under
+        # the live execution rules cap their samples as a live run does
+        self.ceiling = charge_ceilings(parr)
+        self.unit = reservation_unit(parr)
 
     def member_tables(self, members: list[tuple[int, int]]) -> MemberTables:
         if self.members is None:
@@ -155,9 +160,12 @@ class MCPortfolioPolicy(Policy):
         self.n_threads = int(raw.get("n_threads") or 0)
         self.record_decisions = bool(raw.get("record_decisions", False))
         # the launch rule the planner's simulations follow: the execution's (execution-rule modes; atomic by default)
-        self.per_attempt = raw.get("launch_rule", "atomic") == "per_attempt"
-        # exact shortcuts; off only to test they are exact, and under the per-attempt rule (they assume atomic costs)
-        self.prune = bool(raw.get("prune", True)) and not self.per_attempt
+        rule = raw.get("launch_rule", "atomic")
+        self.per_attempt = rule == "per_attempt"
+        self.live = rule == "live_atomic"  # the live execution rules (simulator.engine.live_rules)
+        # exact shortcuts; off only to test they are exact, and under the per-attempt and live rules (they assume
+        # atomic costs and draw-time failures)
+        self.prune = bool(raw.get("prune", True)) and not self.per_attempt and not self.live
         self.planning_arr = planning_arr
         self._episode: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
@@ -431,6 +439,9 @@ class MCPortfolioPolicy(Policy):
             prune=self.prune,
             max_steps=int(P.max_rollout_steps),
             per_attempt=self.per_attempt,
+            live=self.live,
+            ceiling=tb.ceiling if self.live else NO_CEILING,
+            unit=tb.unit if self.live else 0.0,
         )
         return mode, n_base, cand_model, cand_count, members, dec
 

@@ -1,0 +1,239 @@
+"""One episode of a Python policy under the ``live`` execution rules (:mod:`simulator.engine.live_rules`).
+
+The event loop (batch ends in time order, completion checked before the
+deadline) is the compiled one of :mod:`simulator.engine.loop`; what differs
+from the other modes is decided here, with the rules' functions: launches
+are admitted on expected costs, each sample is capped at its reservation
+(cut there and failed when its draw is larger), a batch holds its
+reservations until it ends, and the planner sees estimated remaining times.
+The live executor (:mod:`executor.live`) follows the same functions, so a
+live run and its simulated twin (the same keyed draws) end the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.base.rng import fold
+from simulator.costs.arrays import DagArrays
+from simulator.engine.live_rules import (
+    END,
+    LAUNCH,
+    Residuals,
+    atomic_admission,
+    atomic_reservation,
+    attempt_reservation,
+    capped_charge,
+    charge_ceilings,
+    reservation_unit,
+)
+from simulator.engine.loop import (
+    BUDGET_EXHAUSTED,
+    BUDGET_LEFT,
+    DECISIONS,
+    ENDED,
+    EVENT_CAP,
+    INFLIGHT,
+    N_INFLIGHT,
+    NEED_DECISION_IDLE,
+    NODE_COST,
+    PLANNER_CALLS,
+    REASON,
+    STALLED,
+    T,
+    add_batch,
+    advance,
+    draw_attempt,
+    first_uncompletable,
+    new_state,
+    no_progress_reason,
+    node_model_key,
+    ready_nodes,
+)
+
+
+@dataclass
+class LiveBatch:
+    """One in-flight batch under live rules: its samples' draws, caps and charges."""
+
+    j: int
+    t_launch: float
+    ends: np.ndarray  # absolute answer times
+    passed: np.ndarray  # bool: succeeded and not cut
+    charges: np.ndarray  # what each sample is charged when it answers (capped)
+    reservations: np.ndarray
+
+    @property
+    def extra(self) -> float:
+        """What the batch holds beyond its charges until it ends."""
+        return float(self.reservations.sum() - self.charges.sum())
+
+
+class LiveRulesArrays:
+    """The per-DAG tables of the rules (charge ceilings, reservation unit), built once per DAG arrays."""
+
+    def __init__(self, arr: DagArrays) -> None:
+        self.ceiling = charge_ceilings(arr)
+        self.unit = reservation_unit(arr)
+
+
+_TABLES: dict[int, tuple[DagArrays, LiveRulesArrays]] = {}
+
+
+def live_tables(arr: DagArrays) -> LiveRulesArrays:
+    """:class:`LiveRulesArrays` of ``arr`` (cached while the arrays live)."""
+    hit = _TABLES.get(id(arr))
+    if hit is not None and hit[0] is arr:
+        return hit[1]
+    if len(_TABLES) > 64:
+        _TABLES.clear()
+    tables = LiveRulesArrays(arr)
+    _TABLES[id(arr)] = (arr, tables)
+    return tables
+
+
+def draw_batch(arr: DagArrays, key0, v: int, j: int, a0: int, reservations: np.ndarray):
+    """The draws of samples a0.. of (v, j) under their reservations: (latencies, passed, charges)."""
+    k = len(reservations)
+    lat = np.empty(k)
+    passed = np.empty(k, dtype=np.bool_)
+    charges = np.empty(k)
+    base = node_model_key(key0, v, j)
+    for i in range(k):
+        lat[i], succ, c = draw_attempt(arr, v, j, np.uint64(fold(base, a0 + i)))
+        charges[i], cut = capped_charge(c, float(reservations[i]))
+        passed[i] = bool(succ) and not cut
+    return lat, passed, charges
+
+
+def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, seed: int, dag: int, trial: int,
+                     max_events: int, per_attempt: bool):
+    """One episode of ``policy`` under live rules (per-attempt launch for the baselines, atomic otherwise)."""
+    from simulator.engine.episode import DecisionView, EpisodeResult, episode_result
+
+    st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
+    st.cnt[EVENT_CAP] = max_events
+    policy.reset(arr, seed, dag, trial)
+    tables = live_tables(arr)
+    resid = Residuals(arr)
+    batches: dict[int, LiveBatch] = {}
+    ready_buf = np.empty(arr.n, dtype=np.int64)
+    mask = np.zeros(arr.m, dtype=np.bool_)
+    mask[policy.model_positions(arr)] = True
+    legacy_only = bool(policy.legacy_only)
+    cap = np.asarray(policy.budget_caps(arr, float(budget)), dtype=np.float64).copy()
+    wall = 0.0
+    if first_uncompletable(arr, mask, legacy_only) >= 0:
+        st.cnt[REASON] = STALLED
+    while True:
+        code = advance(arr, st)
+        for v in [u for u in batches if st.ni[INFLIGHT, u] == 0]:  # the batch that just ended: settled
+            b = batches.pop(v)
+            st.scal[BUDGET_LEFT] += b.extra
+        if code == ENDED:
+            break
+        n_ready = ready_nodes(arr, st, ready_buf)
+        t = float(st.scal[T])
+        view = DecisionView(arr=arr, t=t, budget_left=float(st.scal[BUDGET_LEFT]), deadline=float(deadline),
+                            completed=st.completed.copy(), ready=ready_buf[:n_ready].copy(),
+                            seed=seed, dag=dag, trial=trial, decision_index=int(st.cnt[DECISIONS]),
+                            **inflight_view(batches, resid, t))
+        t0 = time.perf_counter()
+        action = policy.act(view) if n_ready else None
+        wall += time.perf_counter() - t0
+        st.cnt[PLANNER_CALLS] += 1 if (n_ready or per_attempt) else 0
+        st.cnt[DECISIONS] += 1
+        if action is not None:
+            models, counts = (np.asarray(a, dtype=np.int64) for a in action)
+            if per_attempt:
+                launch_per_attempt_live(arr, st, tables, batches, view.ready, models, counts, cap)
+            elif launch_atomic_live(arr, st, tables, batches, view.ready, models, counts):
+                break
+        if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
+            st.cnt[REASON] = no_progress_reason(arr, st, mask, legacy_only, cap)
+            break
+    for v, b in batches.items():  # the deadline: samples still running are charged their whole reservation
+        running = b.ends > st.scal[T]
+        more = float((b.reservations[running] - b.charges[running]).sum())
+        st.scal[BUDGET_LEFT] += b.extra - more
+        st.nf[NODE_COST, v] += more
+    result: EpisodeResult = episode_result(st, policy, deadline, wall)
+    return result
+
+
+def inflight_view(batches: dict[int, LiveBatch], resid: Residuals, t: float) -> dict:
+    """The planner's view of in-flight batches at time t: estimated remaining times of the running samples."""
+    nodes = np.array(sorted(batches), dtype=np.int64)
+    models = np.array([batches[v].j for v in nodes], dtype=np.int64)
+    already = np.zeros(len(nodes), dtype=np.bool_)
+    ptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+    rem: list[float] = []
+    for q, v in enumerate(nodes):
+        b = batches[int(v)]
+        done = b.ends <= t
+        already[q] = bool(np.any(b.passed & done))
+        rem += [resid.remaining(int(v), b.j, t - b.t_launch) for _ in range(int((~done).sum()))]
+        ptr[q + 1] = len(rem)
+    return {"inflight_node": nodes, "inflight_model": models, "already_success": already, "remaining_ptr": ptr,
+            "remaining": np.asarray(rem, dtype=np.float64)}
+
+
+def _start(arr, st, batches, v: int, j: int, reservations: np.ndarray) -> None:
+    a0 = int(st.attempt_no[v * arr.m + j])
+    lat, passed, charges = draw_batch(arr, st.key[0], v, j, a0, reservations)
+    add_batch(arr, st, v, j, lat, passed, charges)
+    b = LiveBatch(j, float(st.scal[T]), float(st.scal[T]) + lat, passed, charges, reservations)
+    st.scal[BUDGET_LEFT] -= b.extra
+    batches[v] = b
+
+
+def launch_atomic_live(arr, st, tables: LiveRulesArrays, batches, ready, models, counts) -> bool:
+    """The atomic launch under live rules; True when the episode ended (``stalled`` or ``budget_exhausted``)."""
+    expected = 0.0
+    for v in ready:
+        j = int(models[v])
+        if counts[v] < 1 or j < 0 or not arr.available[v, j]:
+            st.cnt[REASON] = STALLED
+            return True
+        expected += int(counts[v]) * float(arr.kappa[v, j])
+    left = float(st.scal[BUDGET_LEFT])
+    what = atomic_admission(expected, left, int(st.cnt[N_INFLIGHT]))
+    if what == END:
+        st.cnt[REASON] = BUDGET_EXHAUSTED
+        return True
+    if what != LAUNCH:  # waits for a batch in flight to end
+        return False
+    for v in ready:
+        j = int(models[v])
+        r = atomic_reservation(float(arr.kappa[v, j]), expected, left, float(tables.ceiling[v, j]), tables.unit)
+        _start(arr, st, batches, int(v), j, np.full(int(counts[v]), r))
+    return False
+
+
+def launch_per_attempt_live(arr, st, tables: LiveRulesArrays, batches, ready, models, counts, cap) -> None:
+    """The per-attempt launch under live rules: nodes by decreasing count, ties to the higher node id."""
+    order = sorted((int(v) for v in ready if counts[v] > 0), key=lambda v: (-int(counts[v]), -int(arr.node_ids[v])))
+    for v in order:
+        j = int(models[v])
+        if j < 0 or not arr.available[v, j]:
+            continue
+        res: list[float] = []
+        left = float(st.scal[BUDGET_LEFT])
+        committed = float(st.nf[NODE_COST, v])
+        refused = False
+        for _ in range(int(counts[v])):
+            room = min(left, cap[v] - committed)
+            r = attempt_reservation(float(arr.kappa[v, j]), room, float(tables.ceiling[v, j]), tables.unit)
+            if r < 0:
+                refused = True
+                break
+            res.append(r)
+            left -= r
+            committed += r
+        if res:
+            _start(arr, st, batches, v, j, np.asarray(res))
+        if refused:
+            st.attempt_no[v * arr.m + j] += 1  # the refused attempt's number is consumed
