@@ -1,11 +1,8 @@
 """What the planner is told about the live run: remaining times of running attempts, re-estimated statistics.
 
-* **Remaining times.** The simulator hands MCPP the exact remaining time of
-  every in-flight attempt (it has drawn them). Live, only the elapsed time
-  ``e`` is known; the planner gets the conditional mean residual
-  ``E[L - e | L > e]`` over the (node, model)'s latency sample (its pool
-  rows, or 256 keyed draws of its parametric distribution), or 1 ms when no
-  sample exceeds ``e`` (the answer is overdue: expected any moment).
+* **Remaining times** are the live rules' (:class:`simulator.engine.live_rules.Residuals`,
+  re-exported here): the conditional mean residual ``E[L - e | L > e]`` over
+  the (node, model)'s latency sample, as the simulator's ``live`` mode gives them.
 * **Posterior** (``--update posterior``): before each plan, each (node,
   model) the run has observed gets a Beta posterior success probability
   with the pool's rate as prior mean and ``strength`` pseudo-observations
@@ -22,43 +19,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.base.rng import fold, make_key
+from simulator.base.rng import make_key
 from simulator.costs.arrays import DagArrays, replace_tables
 from simulator.costs.planning import shift_row_successes
-from simulator.engine.loop import sample_latency
+from simulator.engine.live_rules import Residuals, latency_sample
 
-PARAMETRIC_SAMPLES = 256
-OVERDUE_S = 1e-3
-#: keyed stream of the executor's own draws (parametric latency samples, posterior flips)
+__all__ = ["Observations", "Residuals", "latency_sample", "posterior_arrays"]
+
+#: keyed stream of the executor's own draws (posterior flips)
 STREAM_EXECUTOR = 102
-
-
-def latency_samples(arr: DagArrays, v: int, j: int) -> np.ndarray:
-    """The latency sample of (v, j): its rows, else keyed parametric draws (sorted)."""
-    lo, hi = arr.row_ptr[v * arr.m + j], arr.row_ptr[v * arr.m + j + 1]
-    if hi > lo:
-        return np.sort(arr.row_lat[lo:hi])
-    key = np.uint64(make_key(0, 0, 0, STREAM_EXECUTOR, v, j, 0))
-    draws = [sample_latency(arr.lat_dist, float(arr.lat_mean[v, j]), float(arr.lat_std[v, j]),
-                            np.uint64(fold(key, i)), 0) for i in range(PARAMETRIC_SAMPLES)]
-    return np.sort(np.asarray(draws))
-
-
-class Residuals:
-    """Conditional mean residual latencies per (node, model), from cached samples."""
-
-    def __init__(self, arr: DagArrays) -> None:
-        self.arr = arr
-        self._cache: dict[tuple[int, int], np.ndarray] = {}
-
-    def remaining(self, v: int, j: int, elapsed: float) -> float:
-        s = self._cache.get((v, j))
-        if s is None:
-            s = self._cache[(v, j)] = latency_samples(self.arr, v, j)
-        longer = s[np.searchsorted(s, elapsed, side="right"):]
-        if len(longer) == 0:
-            return OVERDUE_S
-        return max(OVERDUE_S, float(longer.mean()) - elapsed)
 
 
 @dataclass

@@ -84,10 +84,11 @@ from executor.ledger import HELD, SETTLED, UNBILLED, Ledger, Reservation, billin
 from executor.offload import PLANNER
 from executor.tasks import Task
 from executor.trace import Trace
-from simulator.baselines.compiled import static_plan
 from simulator.costs.arrays import DagArrays
+from simulator.engine.live_episode import live_tables
+from simulator.engine.live_rules import END, LAUNCH, atomic_admission, atomic_reservation, attempt_reservation
 from simulator.engine.loop import first_uncompletable
-from simulator.engine.registry import PER_ATTEMPT
+from simulator.engine.registry import LIVE, LIVE_PER_ATTEMPT, execution_of
 from simulator.mcpp.api import build_view
 from simulator.methods import method_spec
 from simulator.pools.pool import DagStats
@@ -166,6 +167,13 @@ class _Sample:
     task: asyncio.Task | None = None
     passed: bool = False
     done: bool = False
+    #: what the ledger counts for this sample now (held, settled, possibly billed): its reservation until it
+    #: settles below it; the batch holds the difference until it ends (live rules: settlement per batch)
+    counted: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.res is not None:
+            self.counted = self.res.amount
 
 
 @dataclass
@@ -177,6 +185,10 @@ class _Batch:
     judged: int = 0
     passed: bool = False
     answers: dict[int, str] = field(default_factory=dict)
+
+    def freed(self) -> float:
+        """What its samples' settlements freed in the ledger, still held by the batch until it ends."""
+        return sum(max(0.0, s.reservation - s.counted) for s in self.samples)
 
 
 @dataclass
@@ -213,14 +225,15 @@ class LiveRun:
                                                          for m, ep in endpoints.items()}
         self.spec = method_spec(method)
         arr = wf.arr
-        self.policy, self.launch_rule = policy_for(method, params, None, wf.stats.model_ids)
+        # the live run follows the simulator's live rules (simulator.engine.live_rules); its planner plans for them
+        self.policy, self.launch_rule = policy_for(method, params, None, wf.stats.model_ids,
+                                                   execution_of(self.spec, LIVE).launch)
         self.policy.reset(arr, self.seed, wf.dag_row, self.trial)
+        self.rules = live_tables(arr)
         self.mask = np.zeros(arr.m, dtype=np.bool_)
         self.mask[self.policy.model_positions(arr)] = True
         self.legacy_only = bool(self.policy.legacy_only)
-        self.cap = np.full(arr.n, np.inf)
-        if self.spec.compiled and self.spec.rule(arr).seq_k == 0:  # static baselines: their per-node caps
-            self.cap = static_plan(arr, self.spec.rule(arr), self.budget, self.seed, wf.dag_row, self.trial)[0]
+        self.cap = np.asarray(self.policy.budget_caps(arr, self.budget), dtype=np.float64)  # static baselines' shares
         self.n, self.m = arr.n, arr.m
         self.node_ids = [int(x) for x in wf.stats.node_ids]
         self.parents = [list(arr.parent_idx[arr.parent_ptr[v]:arr.parent_ptr[v + 1]]) for v in range(arr.n)]
@@ -271,11 +284,13 @@ class LiveRun:
         return self.deadline - self.elapsed()
 
     def available(self) -> float:
-        return self.ledger_.available()
+        """The budget left a decision sees: a batch in flight holds its reservations until it ends (live rules)."""
+        return max(0.0, self.ledger_.available() - sum(b.freed() for b in self.batches.values()))
 
     def node_room(self, v: int) -> float:
         """What node ``v`` may still reserve: the budget left, within its static cap."""
-        return min(self.available(), self.cap[v] - self.ledger_.committed.get(v, 0.0))
+        freed = self.batches[v].freed() if v in self.batches else 0.0
+        return min(self.available(), self.cap[v] - self.ledger_.committed.get(v, 0.0) - freed)
 
     def cost(self, ep: Endpoint, prompt_tokens: float, completion_tokens: float) -> float:
         """The charge of a request in the run's cost unit: the simulator's charge of the same attempt."""
@@ -287,6 +302,11 @@ class LiveRun:
         """Expected cost of one sample: the planner's kappa(v, j) plus the bound on its prompt's cost."""
         ep = self.endpoints[self.wf.stats.model_ids[j]]
         return float(self.wf.arr.kappa[v, j]) + self.cost(ep, prompt_token_bound(self.messages(v)), 0)
+
+    def ceiling(self, v: int, j: int) -> float:
+        """The largest cost one sample of (v, j) can have: the pool's largest charge plus the prompt's bound."""
+        ep = self.endpoints[self.wf.stats.model_ids[j]]
+        return float(self.rules.ceiling[v, j]) + self.cost(ep, prompt_token_bound(self.messages(v)), 0)
 
     def capped(self, v: int, j: int, room: float) -> tuple[int, float]:
         """(max_tokens, reservation) of one sample that may reserve at most ``room`` (max_tokens 0: nothing fits)."""
@@ -505,7 +525,7 @@ class LiveRun:
 
     async def decide(self) -> None:
         ready = self.ready()
-        per_attempt = self.launch_rule == PER_ATTEMPT
+        per_attempt = self.launch_rule == LIVE_PER_ATTEMPT
         if not ready:  # every remaining node waits on a batch in flight: plan again after the next one ends
             return
         now = self.elapsed()
@@ -556,6 +576,7 @@ class LiveRun:
     # -- launches --------------------------------------------------------------------------
 
     def launch_per_attempt(self, ready: list[int], action) -> None:
+        """The live rules' per-attempt launch (:func:`simulator.engine.live_rules.attempt_reservation`)."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
         order = sorted((v for v in ready if counts[v] > 0), key=lambda v: (-int(counts[v]), -self.node_ids[v]))
         for v in order:
@@ -568,8 +589,9 @@ class LiveRun:
                 room = self.node_room(v)
                 a = int(self.attempt_no[v * self.m + j])
                 self.attempt_no[v * self.m + j] += 1  # a refused attempt's number is consumed, as in the simulator
-                tokens, reservation = self.capped(v, j, room)
-                if need > room or tokens < 1:
+                r = attempt_reservation(need, room, self.ceiling(v, j), self.rules.unit)
+                tokens, reservation = self.capped(v, j, max(r, 0.0))
+                if r < 0 or tokens < 1:
                     self.trace.write("request", t=round(self.elapsed(), 6), node=self.node_ids[v],
                                      model=self.wf.stats.model_ids[j], attempt=a, status="refused",
                                      expected_cost=need, budget_left=self.available())
@@ -580,6 +602,7 @@ class LiveRun:
         self.ledger()
 
     def launch_atomic(self, ready: list[int], action) -> None:
+        """The live rules' atomic launch: admitted on expected costs, each sample capped at its share."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
         plan = []
         total = 0.0
@@ -591,18 +614,19 @@ class LiveRun:
             plan.append((v, j, int(counts[v]), need))
             total += need * int(counts[v])
         avail = self.available()
-        if total > avail and self.batches:
-            return  # samples in flight hold part of the budget: decide again when the next batch ends
-        if total > avail:
+        what = atomic_admission(total, avail, len(self.batches))
+        if what == END:
             self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
                              status="refused", expected_cost=total, budget_left=avail)
             raise _Ended("budget_exhausted", f"the launch's expected cost ({total:.6g}) does not fit in the budget "
                                              f"left ({avail:.6g} of {self.budget:.6g})")
-        share = avail / total if total > 0 else np.inf  # >= 1: each sample may reserve share x its expected cost
+        if what != LAUNCH:
+            return  # samples in flight hold part of the budget: decide again when the next batch ends
         for v, j, k, need in plan:
             a0 = int(self.attempt_no[v * self.m + j])
             self.attempt_no[v * self.m + j] += k
-            tokens, reservation = self.capped(v, j, need * share)
+            r = atomic_reservation(need, total, avail, self.ceiling(v, j), self.rules.unit)
+            tokens, reservation = self.capped(v, j, r)
             self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens, res=self.ledger_.reserve(reservation, v))
                                     for i in range(k)])
         self.ledger()
@@ -706,7 +730,9 @@ class LiveRun:
                 if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
                     full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if r.usage_source == "usage"
                             else s.res.amount)
-                    out.charge += self.ledger_.settle(s.res, full)
+                    charged = self.ledger_.settle(s.res, full)
+                    out.charge += charged
+                    s.counted += charged - s.res.amount
                     if full > s.res.amount:
                         out.faults["over_reservation"] += 1
                     s.res = None
@@ -754,6 +780,7 @@ class LiveRun:
                         out.status = "budget"
                         break
                     s.res = self.ledger_.reserve(amount, v)
+                    s.counted += amount
                     s.max_tokens = tokens
                 self.retries += 1
                 await asyncio.sleep(wait)
@@ -769,6 +796,7 @@ class LiveRun:
                     self.ledger_.mark_possibly_billed(s.res)
                 else:  # never reached the server (backoff, queue, connecting): nothing can be billed
                     self.ledger_.release(s.res)
+                    s.counted -= s.res.amount
                 s.res = None
             end = self.elapsed()
             self.trace.write("request", t=round(end, 6), node=node_id, model=model_id, attempt=s.index,
