@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from executor.clock import Clock
+from executor.clock import Clock, VirtualClock
 from executor.live import LiveRun, Options, RunResult, RunSpec, Workflow, open_run
 from executor.trace import Trace
 from executor.trace import drain as drain_traces
@@ -111,10 +111,10 @@ def paired(live: Side, sim: Side, limit: int = 10) -> dict[str, Any]:
 async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline: float, runs: int, *,
                         scale: float, seed: int, world_seed: int, params: Mapping[str, Any] | None = None,
                         concurrency: int = 200, options: Options | None = None, trace_dir: str | None = None,
-                        faults=None, usage: str = "sampled", pausable: bool = True,
+                        faults=None, usage: str = "sampled", pausable: bool = True, virtual: bool = True,
                         ) -> tuple[list[RunResult], World]:
     """N live runs (at most ``concurrency`` at once) against an in-process loopback world on 127.0.0.1."""
-    clock = Clock(scale, pausable=pausable)
+    clock = VirtualClock(scale) if (virtual and pausable) else Clock(scale, pausable=pausable)
     world = World(pool, seed=world_seed, clock=clock, faults=faults, usage=usage,
                   tasks={wf.dag_row: wf.tasks})
     await world.start()

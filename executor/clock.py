@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import time
 from collections.abc import Iterator
 
@@ -70,8 +71,12 @@ class Clock:
             self._resumed = asyncio.Event()
         await self._resumed.wait()
 
-    async def sleep_until(self, t_model: float) -> None:
-        """Sleep until model time ``t_model`` (waits out pauses on a pausable clock)."""
+    async def sleep_until(self, t_model: float, priority: int = 0, serving: bool = False) -> None:
+        """Sleep until model time ``t_model`` (waits out pauses on a pausable clock).
+
+        ``priority`` (ties at one instant: lower first) and ``serving`` (the
+        world's sleep for a request on the wire) matter to a :class:`VirtualClock` only.
+        """
         while True:
             if self._pause_depth > 0:
                 await self._wait_resumed()
@@ -94,3 +99,126 @@ class Clock:
         if self.pausable:
             return endpoint_timeout_wall
         return max(0.0, min(endpoint_timeout_wall, time_left_model * self.scale))
+
+    async def sleep_wall(self, seconds: float) -> None:
+        """Wait ``seconds`` wall seconds (``seconds / scale`` model seconds on a virtual clock)."""
+        await asyncio.sleep(seconds)
+
+    @contextlib.contextmanager
+    def transit(self) -> Iterator[None]:
+        """A request on the wire (a no-op here; a :class:`VirtualClock` does not move meanwhile)."""
+        yield
+
+
+class VirtualClock(Clock):
+    """Model time that only model time moves: ``agree``'s one clock for the world and the executor.
+
+    ``now()`` is a number this clock advances itself, to the earliest
+    pending :meth:`sleep_until`, and only when nothing else can happen
+    first: no planner call or verdict is running (:meth:`paused`), every
+    request on the wire (:meth:`transit`) is one the world is serving (its
+    model-time sleep, ``serving=True``), and the event loop has run what was
+    ready. Planning, HTTP round trips and a loaded CPU then cost no model
+    time at all, so a live episode meets its draws at the very model times
+    its simulated twin does, whatever the machine's load; and the run takes
+    the wall time of its work, not of its latencies. Ties fire in the order
+    (time, priority, registration): the deadline watcher (priority 1) after
+    the answers due at the same instant, so finishing exactly at D counts.
+    """
+
+    #: event-loop passes with nothing left to do before time may move
+    SETTLE_PASSES = 4
+
+    def __init__(self, scale: float = 1.0) -> None:
+        super().__init__(scale, pausable=True)
+        self._now = 0.0
+        self._heap: list[tuple[float, int, int, asyncio.Future]] = []
+        self._seq = 0
+        self._on_wire = 0
+        self._serving = 0
+        self._advancer: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
+
+    def now(self) -> float:
+        return self._now
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        self._pause_depth += 1
+        try:
+            yield
+        finally:
+            self._pause_depth -= 1
+            self._poke()
+
+    @contextlib.contextmanager
+    def transit(self) -> Iterator[None]:
+        self._on_wire += 1
+        try:
+            yield
+        finally:
+            self._on_wire -= 1
+            self._poke()
+
+    def timeout_for(self, time_left_model: float, endpoint_timeout_wall: float) -> float:
+        return endpoint_timeout_wall
+
+    async def sleep_wall(self, seconds: float) -> None:
+        await self.sleep_until(self._now + seconds / self.scale)
+
+    async def sleep_until(self, t_model: float, priority: int = 0, serving: bool = False) -> None:
+        """Wait until model time ``t_model``; ``serving``: the world's sleep for a request on the wire."""
+        if t_model <= self._now:
+            await asyncio.sleep(0)
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._seq += 1
+        heapq.heappush(self._heap, (float(t_model), int(priority), self._seq, fut))
+        if serving:
+            self._serving += 1
+        self._ensure_advancer()
+        self._poke()
+        try:
+            await fut
+        finally:
+            if serving:
+                self._serving -= 1
+            if not fut.done():
+                fut.cancel()
+            self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _ensure_advancer(self) -> None:
+        if self._advancer is None or self._advancer.done():
+            self._wake = asyncio.Event()
+            self._advancer = asyncio.ensure_future(self._advance())
+
+    def _settled(self) -> bool:
+        return self._pause_depth == 0 and self._on_wire <= self._serving
+
+    async def _advance(self) -> None:
+        while True:
+            while self._heap and self._heap[0][3].done():  # cancelled sleepers
+                heapq.heappop(self._heap)
+            if not self._heap:
+                return
+            quiet = 0
+            while quiet < self.SETTLE_PASSES:
+                await asyncio.sleep(0)
+                if self._settled():
+                    quiet += 1
+                    continue
+                quiet = 0
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), 0.05)
+            while self._heap and self._heap[0][3].done():
+                heapq.heappop(self._heap)
+            if not self._heap:
+                continue
+            t, _, _, fut = heapq.heappop(self._heap)
+            self._now = max(self._now, t)
+            fut.set_result(None)

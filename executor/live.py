@@ -253,6 +253,7 @@ class LiveRun:
         self.obs = Observations()
         self.rng = random.Random(self.seed * 1_000_003 + self.trial)
         self.decisions = self.requests = self.retries = 0
+        self.decision_points = 0  # decisions asked for, with or without a ready node (the planner's key)
         self.planner_ms = 0.0
         self.planner_wall = 0.0  # seconds spent waiting for planner calls (queue included)
         self.overhead_ms: list[float] = []  # per batch end: the executor's own time (planner call excluded)
@@ -350,7 +351,7 @@ class LiveRun:
         return [self.node_ids[v] for v in range(self.n) if not self.completed[v]]
 
     async def _deadline_watch(self) -> None:
-        await self.clock.sleep_until(self.t0 + self.deadline)
+        await self.clock.sleep_until(self.t0 + self.deadline, priority=1)  # after answers due at D
         self.halt(_Ended("deadline_exhausted", f"the deadline ({self.deadline:.6g} model s) passed with "
                                                f"node(s) {self.unfinished()} unfinished"))
 
@@ -526,6 +527,8 @@ class LiveRun:
     async def decide(self) -> None:
         ready = self.ready()
         per_attempt = self.launch_rule == LIVE_PER_ATTEMPT
+        point = self.decision_points  # the decision's key: every batch end is one, as in the simulator
+        self.decision_points += 1
         if not ready:  # every remaining node waits on a batch in flight: plan again after the next one ends
             return
         now = self.elapsed()
@@ -537,7 +540,7 @@ class LiveRun:
         arr = self.plan_arr
         view = build_view(self.wf.stats, arr, max(0.0, self.available()), max(self.time_left(), 1e-9),
                           [self.node_ids[v] for v in range(self.n) if self.completed[v]], inflight,
-                          self.seed, self.decisions)
+                          self.seed, point)
         view = replace(view, dag=self.wf.dag_row, trial=self.trial)
         posterior = self.opt.update == "posterior" and self.policy.uses_planning_arr
         estimate = None
@@ -650,8 +653,9 @@ class LiveRun:
             if out.status in ("ok", "truncated"):
                 task: Task = self.wf.tasks[node_id]
                 parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
-                passed, why = await verifiers.judge(task, out.text, parents,
-                                                    self.clock.to_wall(max(self.time_left(), 0.0)))
+                with self.clock.paused():  # a verdict costs no model time where the clock can stop (agree)
+                    passed, why = await verifiers.judge(task, out.text, parents,
+                                                        self.clock.to_wall(max(self.time_left(), 0.0)))
                 self.obs.add(v, b.j, passed, self.elapsed() - b.t_launch, out.charge)
         except asyncio.CancelledError:
             s.done = True
@@ -703,7 +707,7 @@ class LiveRun:
                             detail=f"asks to wait {wait:.3g} s (Retry-After), more than the time left"))
                         out.status = "model_down"
                         break
-                    await asyncio.sleep(wait)
+                    await self.clock.sleep_wall(wait)
                     continue
                 if self.pair_requests[(v, j)] >= self.opt.max_requests_per_pair:
                     out.status = "request_ceiling"
@@ -783,7 +787,7 @@ class LiveRun:
                     s.counted += amount
                     s.max_tokens = tokens
                 self.retries += 1
-                await asyncio.sleep(wait)
+                await self.clock.sleep_wall(wait)
         except asyncio.CancelledError:
             out.status = "cancelled"
             raise
@@ -813,18 +817,19 @@ class LiveRun:
         planner pause stops both, so a fault-free world never times out because other runs were planning."""
         if not self.clock.pausable:
             return await try_once(self.http, ep, body, headers, timeout, msgs, sent)
-        attempt = asyncio.ensure_future(try_once(self.http, ep, body, headers, 3600.0, msgs, sent))
-        timer = asyncio.ensure_future(self.clock.sleep_until(self.clock.now() + timeout / self.clock.scale))
-        try:
-            await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            if not attempt.done():
-                attempt.cancel()
-        if not attempt.cancelled() and attempt.done():
-            return attempt.result()
-        with contextlib.suppress(asyncio.CancelledError):
-            await attempt
+        with self.clock.transit():  # on a virtual clock, model time waits for the request to reach the world
+            attempt = asyncio.ensure_future(try_once(self.http, ep, body, headers, 3600.0, msgs, sent))
+            timer = asyncio.ensure_future(self.clock.sleep_until(self.clock.now() + timeout / self.clock.scale))
+            try:
+                await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+                if not attempt.done():
+                    attempt.cancel()
+            if not attempt.cancelled() and attempt.done():
+                return attempt.result()
+            with contextlib.suppress(asyncio.CancelledError):
+                await attempt
         return TryResult("timeout", detail=f"no whole answer within {timeout:.3g} s of model time x scale",
                          billing=billing_of(sent[0], False, False))
 

@@ -299,7 +299,7 @@ class World:
         self.bills[(call.dag, call.trial, call.model)] += got.completion_tokens
         self.stats.billed_tokens += got.completion_tokens
         if sleep:
-            await self.clock.sleep_until(self.clock.now() + latency)
+            await self.clock.sleep_until(self.clock.now() + latency, serving=True)
         return got
 
     def completion(self, call: Call, got: Produced) -> dict[str, Any]:
