@@ -1,0 +1,165 @@
+"""The ``live`` execution rules (simulator.engine.live_rules): by hand, as invariants, and against the executor.
+
+* the rule functions on numbers computed by hand;
+* a one-node case where the simulator's clairvoyant rules and the live ones
+  part (a drawn cost above the budget left is refused before launch under
+  ``per_attempt``; under ``live`` it is launched on its expected cost, cut
+  at its cap, charged the cap and fails);
+* invariants on random DAGs: the budget is hard, a run never passes D,
+  spend is what the rules charge;
+* live equals simulated trial for trial (``executor agree`` with the world
+  drawing from the simulated trial's key).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.engine.live_rules import (
+    END,
+    LAUNCH,
+    OVERDUE_S,
+    WAIT,
+    Residuals,
+    atomic_admission,
+    atomic_reservation,
+    attempt_reservation,
+    capped_charge,
+    charge_ceilings,
+    reservation_unit,
+    whole,
+)
+from simulator.engine.registry import HARD, LIVE_ATOMIC, LIVE_PER_ATTEMPT, execution_of
+from simulator.methods import method_spec
+from simulator.pools.pool import pool_from_objects
+from simulator.simulate import simulate_method
+from tests.dags import chain_dag, make_node
+from tests.harness_util import ROOT
+
+TRIALS = 2000
+
+
+def test_rule_functions_by_hand():
+    assert atomic_admission(100.0, 100.0, 0) == LAUNCH
+    assert atomic_admission(100.5, 100.0, 2) == WAIT  # batches in flight hold budget: wait for one to end
+    assert atomic_admission(100.5, 100.0, 0) == END
+    # three samples of kappa 20 and one of 40 (E = 100) sharing b = 150: 30 and 60, unless the ceiling is lower
+    assert atomic_reservation(20.0, 100.0, 150.0, 1e9, 0.0) == 30.0
+    assert atomic_reservation(40.0, 100.0, 150.0, 1e9, 0.0) == 60.0
+    assert atomic_reservation(40.0, 100.0, 150.0, 45.0, 0.0) == 45.0  # never more than the largest draw
+    assert atomic_reservation(20.0, 100.0, 151.0, 1e9, 1.0) == 30.0  # 30.2 rounded down to whole tokens
+    assert whole(29.999999999999996, 1.0) == 30.0 and whole(7.5, 0.0) == 7.5
+    assert attempt_reservation(20.0, 19.0, 100.0, 1.0) == -1.0  # expected cost above the room: refused
+    assert attempt_reservation(20.0, 70.5, 100.0, 1.0) == 70.0
+    assert attempt_reservation(20.0, 700.0, 100.0, 1.0) == 100.0
+    assert capped_charge(12.0, 30.0) == (12.0, False)
+    assert capped_charge(31.0, 30.0) == (30.0, True)  # cut at its cap, charged the cap
+
+
+def test_ceilings_unit_and_residuals_by_hand():
+    rows = [(1.0, 1, 100.0), (3.0, 1, 10.0), (5.0, 0, 40.0)]
+    arr = dag_arrays(pool_from_objects([chain_dag(1, rows=rows)]), 0, CostSetting(cost_mode="token_cost_mean"))
+    assert charge_ceilings(arr)[0, 0] == 100.0
+    assert reservation_unit(arr) == 1.0
+    res = Residuals(arr)
+    assert res.remaining(0, 0, 0.0) == pytest.approx((1 + 3 + 5) / 3)
+    assert res.remaining(0, 0, 2.0) == pytest.approx((3 + 5) / 2 - 2.0)  # E[L - 2 | L > 2]
+    assert res.remaining(0, 0, 5.0) == OVERDUE_S  # overdue: any moment now
+    frac = dag_arrays(pool_from_objects([chain_dag(1, rows=[(1.0, 1, 2.5)])]), 0, CostSetting())
+    assert reservation_unit(frac) == 0.0
+
+
+def test_every_method_runs_live_with_the_hard_deadline():
+    assert execution_of(method_spec("sequential"), "live") == (LIVE_PER_ATTEMPT, HARD, False)
+    assert execution_of(method_spec("uniform"), "live") == (LIVE_PER_ATTEMPT, HARD, False)
+    assert execution_of(method_spec("mc_portfolio_rollout"), "live") == (LIVE_ATOMIC, HARD, False)
+
+
+def test_one_node_where_clairvoyant_and_live_rules_part():
+    """One node, two equally likely rows: (1 s, pass, 100 tokens) and (1 s, pass, 10 tokens); kappa 55, B = 80.
+
+    ``live``: the attempt fits its expected cost (55 <= 80) and reserves min(100, 80) = 80; the 100-token draw is
+    cut at 80, charged 80 and fails, and nothing more fits (the room is 0): ``budget_exhausted``, cost 80. The
+    10-token draw completes, cost 10. So P(on time) = 1/2 and every episode is one of the two.
+    ``per_attempt`` (clairvoyant): the 100-token draw is refused before it starts (nothing charged).
+    """
+    rows = [(1.0, 1, 100.0), (1.0, 1, 10.0)]
+    arr = dag_arrays(pool_from_objects([chain_dag(1, rows=rows, cost=55.0)]), 0,
+                     CostSetting(cost_mode="token_cost_mean"))
+    assert arr.kappa[0, 0] == 55.0
+    live = simulate_method(arr, "sequential", 80.0, 10.0, range(TRIALS), 5, 0, execution_rules="live")
+    ends = set(zip(live.reason.tolist(), live.total_cost.tolist(), strict=True))
+    assert ends == {(0, 10.0), (1, 80.0)}  # completed at 10, or budget_exhausted at 80
+    rate = live.on_time(10.0).mean()
+    assert abs(rate - 0.5) < 4 * math.sqrt(0.25 / TRIALS)
+    clair = simulate_method(arr, "sequential", 80.0, 10.0, range(TRIALS), 5, 0, execution_rules="per_attempt")
+    assert set(clair.total_cost[clair.reason != 0].tolist()) <= {0.0}  # refused on the draw: nothing spent
+
+
+def _random_dag(draw_rows: list, p: float, n: int) -> dict:
+    nodes = []
+    for i in range(n):
+        parents = [i - 1] if i else []
+        children = [i + 1] if i < n - 1 else []
+        nodes.append(make_node(i, parents, children, p=p, rows=draw_rows))
+    return {"problem_id": "rand", "dag_kind": "chain", "nodes": nodes}
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 5), p=st.floats(0.2, 1.0), budget=st.floats(10.0, 2000.0), deadline=st.floats(1.0, 40.0),
+       rows=st.lists(st.tuples(st.floats(0.1, 9.0), st.integers(0, 1), st.integers(1, 300)), min_size=1, max_size=5),
+       method=st.sampled_from(["sequential", "uniform", "sequential_4", "mc_portfolio_rollout[M=4]"]))
+def test_live_invariants_on_random_dags(n, p, budget, deadline, rows, method):
+    """The budget is hard (spend <= B, with cancelled samples charged their whole reservation), no run passes D,
+    and the reasons are the simulator's."""
+    if not any(s for _, s, _ in rows):
+        rows = rows + [(1.0, 1, 5)]
+    arr = dag_arrays(pool_from_objects([_random_dag([(a, s, float(c)) for a, s, c in rows], p, n)]), 0,
+                     CostSetting(cost_mode="token_cost_mean"))
+    b = simulate_method(arr, method, budget, deadline, range(12), 1, 0, model_names=["default"],
+                        execution_rules="live")
+    assert (b.total_cost <= budget + 1e-9).all()
+    assert (b.makespan <= deadline + 1e-12).all()
+    assert (b.total_cost >= 0).all()
+    assert set(b.reason.tolist()) <= {0, 1, 2, 3}
+
+
+def _agree(method: str, budget_ratio: str, deadline_ratio: str, runs: int, burners: int = 0) -> dict:
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "executor", "agree", "--pool", str(Path(ROOT) / "examples" / "example_pool.jsonl"),
+             "--dag", "0", "--method", method, "--runs", str(runs), "--seed", "11", "--world-seed", "11",
+             "--budget-ratio", budget_ratio, "--deadline-ratio", deadline_ratio, "--json"],
+            capture_output=True, text=True, cwd=ROOT, timeout=900)
+    finally:
+        for p in procs:
+            p.kill()
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("method", ["sequential", "mc_portfolio_rollout[M=16]"])
+def test_live_equals_simulated_trial_for_trial(method):
+    r = _agree(method, "0.5", "1.5", 40)
+    assert r["paired"]["identical"] == r["paired"]["n"] == 40, r["paired"]["first_differing"]
+    assert r["spend"]["diff"] == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["mc_portfolio_rollout", "mc_portfolio_rollout[sim_limit=2000]", "sequential"])
+def test_paired_under_cpu_load(method):
+    """200 paired trials with two CPU-burning processes beside them: at least 99% identical (the virtual clock
+    makes planning and load cost no model time)."""
+    r = _agree(method, "1", "1", 200, burners=2)
+    assert r["paired"]["identical"] >= 198, r["paired"]["first_differing"]
+    assert r["pass"]
