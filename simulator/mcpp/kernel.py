@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, uint64
 
 from simulator.base.jit import compiled_only
-from simulator.base.rng import _GOLDEN, fold, normal, randint, uniform
+from simulator.base.rng import GOLDEN, fold, normal, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
@@ -532,7 +532,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                     cb = 0.0
                     sb = False
                     for a in range(k):
-                        akey = bkey + uint64(a) * _GOLDEN
+                        akey = bkey + uint64(a) * GOLDEN
                         if hi > lo:
                             ri = _row_of(akey, lo, hi)
                             lat = row_lat[ri]
