@@ -37,7 +37,7 @@ from simulator.base.rng import GOLDEN, fold, normal, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
-from simulator.engine.loop import CV_MAX, CV_MIN, _sample_latency
+from simulator.engine.loop import CV_MAX, CV_MIN, sample_latency_compiled
 
 #: key field for "every candidate" (common random numbers)
 CRN_CANDIDATE = 0x7FFFFFFF
@@ -263,7 +263,7 @@ def _row_of(key, lo, hi):
 @compiled_only
 def _parametric(key, p, mean, std, lat_dist):
     """(success, latency) of a parametric attempt of key ``key`` (template p, mean, std)."""
-    return uniform(key, 0) < p, _sample_latency(lat_dist, mean, std, key, 1)
+    return uniform(key, 0) < p, sample_latency_compiled(lat_dist, mean, std, key, 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
