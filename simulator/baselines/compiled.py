@@ -190,7 +190,7 @@ def _run_episode(
 
 
 @njit(cache=True, nogil=True)
-def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, use_legacy):
+def trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, use_legacy):
     """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once (reset per trial).
 
     The state and scratch are allocated here, not passed in: LLVM then knows
@@ -264,7 +264,7 @@ def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, ou
 
 def _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c, q0: int, q1: int) -> None:
     """Trials q0..q1-1 (a thread's chunk, or all of them)."""
-    _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, True)
+    trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, True)
 
 
 class AtomicBaseline(Policy):
