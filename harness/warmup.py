@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the run directory's module imports the simulator: only wher
 LIMIT_S = 300.0
 #: cache index stems (``[package/]<module>.<function>``) that tell a group's kernels are compiled
 GROUP_KERNELS: dict[str, tuple[str, ...]] = {
-    "baseline": ("baselines/compiled._trial_range",),
+    "baseline": ("baselines/compiled.trial_range",),
     "mcpp": ("mcpp/kernel.run_pairs_serial", "engine/loop.launch_atomic"),
 }
 #: MCPP values that make the warm-up's decisions cheap (the types, hence the compiled code, are the run's)

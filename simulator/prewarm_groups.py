@@ -35,8 +35,8 @@ from simulator.base import prewarm
 #: the hidden command of ``python -m simulator`` that is the helper
 COMMAND = "_prewarm"
 #: cache file stems (``<subpackage>/<module>.<function>``) of every kernel a helper compiles
-KERNEL_FILES = ("engine/loop._advance", "engine/loop._launch_per_attempt", "engine/loop._no_progress_reason",
-                "mcpp/kernel.run_pairs_serial")  # fmt: skip
+KERNEL_FILES = ("engine/loop.advance_arrays", "engine/loop.launch_per_attempt_arrays",
+                "engine/loop.no_progress_reason_arrays", "mcpp/kernel.run_pairs_serial")  # fmt: skip
 
 
 def start(argv: Sequence[str]) -> None:
@@ -61,7 +61,7 @@ def waited_kernels(group: str | None) -> list:
     if group == "baseline":
         from simulator.engine import loop as engine
 
-        return [engine._advance, engine._launch_per_attempt, engine._no_progress_reason]
+        return [engine.advance_arrays, engine.launch_per_attempt_arrays, engine.no_progress_reason_arrays]
     if group == "mcpp":
         from simulator.mcpp import kernel as mcpp_kernel
 
@@ -89,18 +89,25 @@ def warm_baseline() -> None:
     ``no_progress_reason``): the kernels themselves, not those entries (the run never calls them)."""
     import numpy as np
 
-    from simulator.engine.loop import N_CNT, N_INT_ROWS, _advance, _launch_per_attempt, _no_progress_reason
+    from simulator.engine.loop import (
+        N_CNT,
+        N_INT_ROWS,
+        advance_arrays,
+        launch_per_attempt_arrays,
+        no_progress_reason_arrays,
+    )
 
     a = _tiny_arrays(("a", "b"))
     n, m = a.n, a.m
     scal, cnt, key = np.zeros(4), np.zeros(N_CNT, dtype=np.int64), np.zeros(1, dtype=np.uint64)
     ni, nf, attempt_no = np.zeros((N_INT_ROWS, n), dtype=np.int64), np.zeros((2, n)), np.zeros(n * m, dtype=np.int64)
     ints, cap, mask = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(m, dtype=np.bool_)
-    prewarm.compile_for(_advance, n, a.child_ptr, a.child_idx, scal, cnt, ni, nf)
-    prewarm.compile_for(_launch_per_attempt, n, m, a.node_ids, a.available, a.row_ptr, a.rows, a.tmpl, a.lat_dist,
-                        a.charge_is_latency, scal, cnt, key, ni, nf, attempt_no, ints, ints, cap, ints)  # fmt: skip
-    prewarm.compile_for(_no_progress_reason, n, m, a.parent_ptr, a.available, a.tmpl, a.legacy, scal, ni, nf, mask,
-                        True, cap)  # fmt: skip
+    prewarm.compile_for(advance_arrays, n, a.child_ptr, a.child_idx, scal, cnt, ni, nf)
+    prewarm.compile_for(launch_per_attempt_arrays, n, m, a.node_ids, a.available, a.row_ptr, a.rows, a.tmpl,
+                        a.lat_dist, a.charge_is_latency, scal, cnt, key, ni, nf, attempt_no, ints, ints, cap,
+                        ints)  # fmt: skip
+    prewarm.compile_for(no_progress_reason_arrays, n, m, a.parent_ptr, a.available, a.tmpl, a.legacy, scal, ni, nf,
+                        mask, True, cap)  # fmt: skip
 
 
 def _stand_in_bounds(arr):

@@ -36,7 +36,9 @@ def _jit(signature: str):
 
     return declare
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: 2**64 / golden ratio (odd): SplitMix64's increment, also the step between the attempt keys of one batch
+#: in MCPP's kernel and the reference simulator (``batch_key + a * GOLDEN``)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _INV53 = 1.0 / 9007199254740992.0  # 2**-53
@@ -62,13 +64,13 @@ def mix64(z):
 @_jit("uint64(uint64, int64)")
 def fold(key, value):
     """Fold one more integer field into a key."""
-    return mix64(uint64(key) ^ (mix64(uint64(value) + _GOLDEN) + _GOLDEN))
+    return mix64(uint64(key) ^ (mix64(uint64(value) + GOLDEN) + GOLDEN))
 
 
 @_jit("uint64(int64, int64, int64, int64, int64, int64, int64)")
 def make_key(seed, dag, trial, stream, a, b, c):
     """Key of a draw: (run seed, DAG, trial, stream tag, three stream fields)."""
-    k = mix64(uint64(seed) + _GOLDEN)
+    k = mix64(uint64(seed) + GOLDEN)
     k = fold(k, dag)
     k = fold(k, trial)
     k = fold(k, stream)
@@ -80,7 +82,7 @@ def make_key(seed, dag, trial, stream, a, b, c):
 @_jit("float64(uint64, int64)")
 def uniform(key, j):
     """The j-th uniform number of ``key``, in the open interval (0, 1)."""
-    x = mix64(uint64(key) ^ mix64(uint64(j) * _GOLDEN + uint64(1)))
+    x = mix64(uint64(key) ^ mix64(uint64(j) * GOLDEN + uint64(1)))
     return (float(x >> uint64(11)) + 0.5) * _INV53
 
 

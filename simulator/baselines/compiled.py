@@ -40,12 +40,12 @@ from simulator.engine.loop import (
     STALLED,
     STARTED,
     T,
-    _advance,
-    _first_uncompletable,
-    _launch_per_attempt,
-    _no_progress_reason,
-    _ready,
+    advance_arrays,
+    first_uncompletable_arrays,
+    launch_per_attempt_arrays,
     new_state,
+    no_progress_reason_arrays,
+    node_is_ready,
     reset_state,
 )
 from simulator.engine.registry import COMPILED_BASELINE, PER_ATTEMPT, SCORED, MethodSpec
@@ -165,32 +165,32 @@ def _run_episode(
 ):  # fmt: skip
     """One baseline episode to its end on a fresh state (unpacked arrays; ``seq_k`` = 0: static)."""
     while True:
-        code = _advance(n, child_ptr, child_idx, scal, cnt, ni, nf)
+        code = advance_arrays(n, child_ptr, child_idx, scal, cnt, ni, nf)
         if code == ENDED:
             return
         cnt[PLANNER_CALLS] += 1
         for v in range(n):
             req_count[v] = 0
             req_model[v] = legacy[v]
-            if _ready(parent_ptr, ni, v):
+            if node_is_ready(parent_ptr, ni, v):
                 if seq_k > 0:
                     req_count[v] = seq_k
                 elif ni[DISPATCHED, v] == 0:
                     req_count[v] = static_count[v]
                     ni[DISPATCHED, v] = 1
-        _launch_per_attempt(
+        launch_per_attempt_arrays(
             n, m, node_ids, available, row_ptr, rows, tmpl, dist, cil,
             scal, cnt, key, ni, nf, attempt_no, req_model, req_count, cap, buf,
         )  # fmt: skip
         if code == NEED_DECISION_IDLE and cnt[N_INFLIGHT] == 0:
-            cnt[REASON] = _no_progress_reason(
+            cnt[REASON] = no_progress_reason_arrays(
                 n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf, mask, use_legacy, cap
             )
             return
 
 
 @njit(cache=True, nogil=True)
-def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, use_legacy):
+def trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, use_legacy):
     """Trials ``trials[q0:q1]``; arrays are unpacked and the state allocated once (reset per trial).
 
     The state and scratch are allocated here, not passed in: LLVM then knows
@@ -216,13 +216,13 @@ def _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, nod
     mask = np.empty(m, dtype=np.bool_)
     mask[:] = False
     w = np.empty(n, dtype=np.float64)
-    hopeless = _first_uncompletable(n, m, available, tmpl, legacy, mask, use_legacy) >= 0
+    hopeless = first_uncompletable_arrays(n, m, available, tmpl, legacy, mask, use_legacy) >= 0
     for q in range(q0, q1):
         trial = trials[q]
         if seq_k == 0:
             _static_plan(arr, rule.weights, rule.random_shares, budget, seed, dag, trial, cap, count, w)
         reset_state(scal, cnt, key, ni, nf, attempt_no, budget, np.inf, seed, dag, trial)
-        if hopeless:  # a node the legacy model can never complete: ends at once (engine._first_uncompletable)
+        if hopeless:  # a node the legacy model can never complete: ends at once (loop.first_uncompletable)
             cnt[REASON] = STALLED
         else:
             _run_episode(
@@ -264,7 +264,7 @@ def run_baseline_trials_parallel(arr, rule, budget, seed, dag, trials, out_f, ou
 
 def _trial_chunk(arr, rule, budget, seed, dag, trials, out_f, out_i, node_i, node_c, q0: int, q1: int) -> None:
     """Trials q0..q1-1 (a thread's chunk, or all of them)."""
-    _trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, True)
+    trial_range(arr, rule, budget, seed, dag, trials, q0, q1, out_f, out_i, node_i, node_c, True)
 
 
 class AtomicBaseline(Policy):

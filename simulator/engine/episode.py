@@ -158,7 +158,7 @@ class EpisodeResult:
         return self.deadline - self.makespan
 
 
-class _InflightAttempts:
+class InflightAttempts:
     """Absolute end times and successes of the attempts of each in-flight batch."""
 
     def __init__(self, n: int) -> None:
@@ -248,7 +248,7 @@ def run_policy_episode(
     st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
     st.cnt[EVENT_CAP] = max_events
     policy.reset(arr, seed, dag, trial)
-    attempts = _InflightAttempts(arr.n)
+    attempts = InflightAttempts(arr.n)
     ready_buf = np.empty(arr.n, dtype=np.int64)
     order_buf = np.empty(arr.n, dtype=np.int64)
     wall = 0.0

@@ -8,10 +8,16 @@ compact list of in-flight nodes; popping scans it for the earliest end time
 (ties to the lower node position, :func:`pop_earliest`, shared with MCPP's kernel).
 
 Layout for speed: the state is six flat arrays (:class:`EpisodeState`) and
-the low-level functions (prefixed ``_``) take unpacked arrays, because every
-field access on a numba tuple costs a reference-count update. Hot loops
-(baselines, MCPP's kernel) unpack once and call the ``_`` functions; the
-Python policy driver uses the tuple-taking wrappers at the bottom.
+the low-level functions take unpacked arrays, because every field access on a
+numba tuple costs a reference-count update. Hot loops (baselines, MCPP's
+kernel) unpack once and call them, so those other modules call are public:
+a step is named after its tuple-taking wrapper at the bottom with the suffix
+``_arrays`` (:func:`advance_arrays` for :func:`advance`), beside
+:func:`node_is_ready`, :func:`pop_earliest` and :func:`sample_latency_compiled`;
+the steps only this module uses are private (prefixed ``_``). The Python
+policy driver uses the tuple-taking wrappers. The low-level functions are
+``compiled_only``: compiled code calls them, Python code cannot
+(:mod:`simulator.base.jit`).
 """
 
 from __future__ import annotations
@@ -154,7 +160,7 @@ CV_MAX = 1e100
 
 
 @compiled_only
-def _sample_latency(dist, mean, std, key, j):
+def sample_latency_compiled(dist, mean, std, key, j):
     """Parametric latency with the given mean/std, floored at 1e-3 (uniforms j.. of key).
 
     Finite for every finite ``mean, std >= 0`` a pool may hold (both at most
@@ -181,8 +187,8 @@ def _sample_latency(dist, mean, std, key, j):
 
 @njit(cache=True, nogil=True)
 def sample_latency(dist, mean, std, key, j):
-    """:func:`_sample_latency`, callable from Python (compiled code calls that one: no wrapper to build)."""
-    return _sample_latency(dist, mean, std, key, j)
+    """:func:`sample_latency_compiled`, callable from Python (compiled code calls that one: no wrapper to build)."""
+    return sample_latency_compiled(dist, mean, std, key, j)
 
 
 @compiled_only
@@ -202,7 +208,7 @@ def _draw(row_ptr, rows, tmpl, m, dist, cil, v, j, key):
         charge = rows[ROW_CHARGE, r]
     else:
         succ = uniform(key, 0) < tmpl[TMPL_P, v, j]
-        lat = _sample_latency(dist, tmpl[TMPL_LAT_MEAN, v, j], tmpl[TMPL_LAT_STD, v, j], key, 1)
+        lat = sample_latency_compiled(dist, tmpl[TMPL_LAT_MEAN, v, j], tmpl[TMPL_LAT_STD, v, j], key, 1)
         charge = tmpl[TMPL_CHARGE, v, j]
     return lat, succ, charge_of_draw(cil, charge, lat)
 
@@ -219,7 +225,7 @@ def node_model_key(base_key, v, j):
 
 
 @compiled_only
-def _ready(parent_ptr, ni, v):
+def node_is_ready(parent_ptr, ni, v):
     """Unlocked (all parents completed), not completed, nothing in flight."""
     return (
         ni[COMPLETED_, v] == 0
@@ -261,7 +267,7 @@ def _enqueue(cnt, ni, v):
 
 
 @compiled_only
-def _launch_per_attempt(
+def launch_per_attempt_arrays(
     n, m, node_ids, available, row_ptr, rows, tmpl, dist, cil,
     scal, cnt, key, ni, nf, attempt_no, req_model, req_count, cap, order_buf,
 ):  # fmt: skip
@@ -360,7 +366,7 @@ def pop_earliest(queue, nq, end, limit):
 
 
 @compiled_only
-def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
+def advance_arrays(n, child_ptr, child_idx, scal, cnt, ni, nf):
     """Run the event loop until the policy must decide or the episode ends.
 
     Returns ``NEED_DECISION_IDLE`` (nothing in flight: step 2 of the loop),
@@ -400,12 +406,14 @@ def _advance(n, child_ptr, child_idx, scal, cnt, ni, nf):
 
 
 @compiled_only
-def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf, model_mask, use_legacy, cap):
+def no_progress_reason_arrays(
+    n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf, model_mask, use_legacy, cap
+):  # fmt: skip
     """Why an idle episode cannot go on: deadline, budget (no affordable model) or stalled."""
     if scal[T] >= scal[DEADLINE]:
         return DEADLINE_EXHAUSTED
     for v in range(n):
-        if not _ready(parent_ptr, ni, v):
+        if not node_is_ready(parent_ptr, ni, v):
             continue
         room = min(scal[BUDGET_LEFT], cap[v] - nf[NODE_COST, v])
         for j in range(m):
@@ -416,7 +424,7 @@ def _no_progress_reason(n, m, parent_ptr, available, tmpl, legacy, scal, ni, nf,
 
 
 @compiled_only
-def _first_uncompletable(n, m, available, tmpl, legacy, model_mask, use_legacy):
+def first_uncompletable_arrays(n, m, available, tmpl, legacy, model_mask, use_legacy):
     """Position of the first node no allowed model can ever complete, or -1.
 
     A (node, model) can complete the node when the model is available there
@@ -453,7 +461,7 @@ def ready_nodes(arr, st, out):
     """Fill ``out`` with ready node positions in pool order; returns their count."""
     c = 0
     for v in range(arr.n):
-        if _ready(arr.parent_ptr, st.ni, v):
+        if node_is_ready(arr.parent_ptr, st.ni, v):
             out[c] = v
             c += 1
     return c
@@ -461,16 +469,16 @@ def ready_nodes(arr, st, out):
 
 @njit(cache=True, nogil=True)
 def advance(arr, st):
-    return _advance(arr.n, arr.child_ptr, arr.child_idx, st.scal, st.cnt, st.ni, st.nf)
+    return advance_arrays(arr.n, arr.child_ptr, arr.child_idx, st.scal, st.cnt, st.ni, st.nf)
 
 
 @njit(cache=True, nogil=True)
 def launch_per_attempt(arr, st, req_model, req_count, cap, order_buf):
     """Per-attempt launch; requests on nodes that are not ready are ignored."""
     for v in range(arr.n):
-        if req_count[v] > 0 and not _ready(arr.parent_ptr, st.ni, v):
+        if req_count[v] > 0 and not node_is_ready(arr.parent_ptr, st.ni, v):
             req_count[v] = 0
-    _launch_per_attempt(
+    launch_per_attempt_arrays(
         arr.n, arr.m, arr.node_ids, arr.available, arr.row_ptr, arr.rows, arr.tmpl, arr.lat_dist,
         arr.charge_is_latency, st.scal, st.cnt, st.key, st.ni, st.nf, st.attempt_no,
         req_model, req_count, cap, order_buf,
@@ -479,7 +487,7 @@ def launch_per_attempt(arr, st, req_model, req_count, cap, order_buf):
 
 @njit(cache=True, nogil=True)
 def no_progress_reason(arr, st, model_mask, use_legacy, cap):
-    return _no_progress_reason(
+    return no_progress_reason_arrays(
         arr.n, arr.m, arr.parent_ptr, arr.available, arr.tmpl, arr.legacy, st.scal, st.ni, st.nf,
         model_mask, use_legacy, cap,
     )  # fmt: skip
@@ -487,7 +495,7 @@ def no_progress_reason(arr, st, model_mask, use_legacy, cap):
 
 @njit(cache=True, nogil=True)
 def first_uncompletable(arr, model_mask, use_legacy):
-    return _first_uncompletable(arr.n, arr.m, arr.available, arr.tmpl, arr.legacy, model_mask, use_legacy)
+    return first_uncompletable_arrays(arr.n, arr.m, arr.available, arr.tmpl, arr.legacy, model_mask, use_legacy)
 
 
 @njit(cache=True, nogil=True)

@@ -46,7 +46,7 @@ from typing import Protocol
 
 import numpy as np
 
-from simulator.base.rng import _GOLDEN, STREAM_ATTEMPT, STREAM_PLANNER, STREAM_STATIC, fold, make_key, uniform
+from simulator.base.rng import GOLDEN, STREAM_ATTEMPT, STREAM_PLANNER, STREAM_STATIC, fold, make_key, uniform
 from simulator.costs.arrays import DagArrays
 from simulator.engine.loop import draw_attempt, node_model_key
 
@@ -223,7 +223,7 @@ class PlannerDraws:
 
     def draw(self, v: int, j: int, attempt: int, batch: int, index: int) -> Draw:
         bkey = int(fold(self.skey, v * PLANNER_BATCH_SHIFT + batch + 1))
-        lat, succ, charge = draw_attempt(self.arr, v, j, _u64(bkey + index * int(_GOLDEN)))
+        lat, succ, charge = draw_attempt(self.arr, v, j, _u64(bkey + index * int(GOLDEN)))
         return Draw(float(lat), bool(succ), float(charge))
 
 

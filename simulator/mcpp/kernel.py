@@ -33,12 +33,12 @@ import numpy as np
 from numba import njit, uint64
 
 from simulator.base.jit import compiled_only
-from simulator.base.rng import _GOLDEN, fold, normal, randint, uniform
+from simulator.base.rng import GOLDEN, fold, normal, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
 from simulator.engine.live_rules import END, WAIT, atomic_admission, atomic_reservation, capped_charge
-from simulator.engine.loop import CV_MAX, CV_MIN, _sample_latency
+from simulator.engine.loop import CV_MAX, CV_MIN, sample_latency_compiled
 
 #: key field for "every candidate" (common random numbers)
 CRN_CANDIDATE = 0x7FFFFFFF
@@ -271,7 +271,7 @@ def _row_of(key, lo, hi):
 @compiled_only
 def _parametric(key, p, mean, std, lat_dist):
     """(success, latency) of a parametric attempt of key ``key`` (template p, mean, std)."""
-    return uniform(key, 0) < p, _sample_latency(lat_dist, mean, std, key, 1)
+    return uniform(key, 0) < p, sample_latency_compiled(lat_dist, mean, std, key, 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -558,7 +558,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                         cb = 0.0
                         sb = False
                         for a in range(k):
-                            akey = bkey + uint64(a) * _GOLDEN
+                            akey = bkey + uint64(a) * GOLDEN
                             if hi > lo:
                                 ri = _row_of(akey, lo, hi)
                                 lat = row_lat[ri]
@@ -618,7 +618,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                     cb = 0.0
                     sb = False
                     for a in range(k):
-                        akey = bkey + uint64(a) * _GOLDEN
+                        akey = bkey + uint64(a) * GOLDEN
                         if hi > lo:
                             ri = _row_of(akey, lo, hi)
                             lat = row_lat[ri]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.costs.arrays import DagArrays
-from simulator.engine.episode import DecisionView, _InflightAttempts
+from simulator.engine.episode import DecisionView, InflightAttempts
 from simulator.engine.loop import (
     BUDGET_EXHAUSTED,
     BUDGET_LEFT,
@@ -80,8 +80,8 @@ def _copy_state(st: EpisodeState) -> EpisodeState:
     return EpisodeState(*(a.copy() for a in st))
 
 
-def _copy_attempts(att: _InflightAttempts) -> _InflightAttempts:
-    out = _InflightAttempts(len(att.ends))
+def _copy_attempts(att: InflightAttempts) -> InflightAttempts:
+    out = InflightAttempts(len(att.ends))
     out.ends = list(att.ends)  # arrays are replaced, never changed in place: a shallow copy is enough
     out.succ = list(att.succ)
     return out
@@ -129,7 +129,7 @@ def mcpp_trial_cells(
         return CellOutcomes(reason, makespan, B - left)
     ready_buf = np.empty(n, dtype=np.int64)
     no_cap = np.full(n, np.inf)
-    stack = [_Branch(st, _InflightAttempts(n), np.arange(K), B.copy())]
+    stack = [_Branch(st, InflightAttempts(n), np.arange(K), B.copy())]
     if stats is not None:
         stats.setdefault("decisions", 0)
         stats.setdefault("branches", 0)
