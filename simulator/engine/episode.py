@@ -13,13 +13,13 @@ deadline afterwards) are arguments, so a policy's registry entry chooses them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from simulator.base import prewarm
 from simulator.base.rng import fold
 from simulator.costs.arrays import DagArrays
+from simulator.engine.live_episode import run_live_episode
 from simulator.engine.loop import (
     BATCH_END,
     BUDGET_LEFT,
@@ -32,8 +32,6 @@ from simulator.engine.loop import (
     NEED_DECISION_IDLE,
     PLANNER_CALLS,
     REASON,
-    REASONS,
-    ROLLOUTS,
     STALLED,
     EpisodeState,
     T,
@@ -46,40 +44,9 @@ from simulator.engine.loop import (
     no_progress_reason,
     node_model_key,
     ready_nodes,
-    total_cost,
 )
 from simulator.engine.registry import ATOMIC, LAUNCH_RULES, LIVE_LAUNCH_RULES, LIVE_PER_ATTEMPT, PER_ATTEMPT
-
-
-@dataclass
-class DecisionView:
-    """What a planner knows at a decision (``docs/policies.md``, planner state).
-
-    In-flight batches are listed by node; their attempts' exact remaining
-    times are ``remaining[ptr[q]:ptr[q+1]]`` (only attempts still running),
-    ``already_success[q]`` tells whether an attempt of that batch already
-    finished with a success. Their other outcomes are unknown to the planner.
-    """
-
-    arr: DagArrays
-    t: float
-    budget_left: float
-    deadline: float
-    completed: np.ndarray  # bool (n,)
-    ready: np.ndarray  # int64 node positions, pool order
-    inflight_node: np.ndarray  # int64 (K,)
-    inflight_model: np.ndarray  # int64 (K,)
-    already_success: np.ndarray  # bool (K,)
-    remaining_ptr: np.ndarray  # int64 (K+1,)
-    remaining: np.ndarray  # float64 remaining times of unfinished attempts
-    seed: int
-    dag: int
-    trial: int
-    decision_index: int
-
-    @property
-    def remaining_time(self) -> float:
-        return self.deadline - self.t
+from simulator.engine.types import DecisionView, EpisodeResult, episode_result
 
 
 class Policy:
@@ -131,31 +98,6 @@ class Policy:
     def episode_diagnostics(self) -> dict:
         """Summary of the episode's decisions, merged into the episode record."""
         return {}
-
-
-@dataclass
-class EpisodeResult:
-    """Result of one episode (``docs/simulator.md``, "Result of an episode")."""
-
-    success: bool
-    termination_reason: str
-    makespan: float
-    deadline: float
-    total_cost: float
-    planner_calls: int
-    planner_wall_ms: float
-    total_rollouts: int
-    completion_fraction: float
-    node_completed: np.ndarray
-    node_started: np.ndarray
-    node_finished: np.ndarray
-    node_success: np.ndarray
-    node_cost: np.ndarray
-    diagnostics: dict = field(default_factory=dict)
-
-    @property
-    def remaining_deadline(self) -> float:
-        return self.deadline - self.makespan
 
 
 class InflightAttempts:
@@ -238,8 +180,6 @@ def run_policy_episode(
     or ends the episode, so the loop is bounded too).
     """
     if launch in LIVE_LAUNCH_RULES:
-        from simulator.engine.live_episode import run_live_episode
-
         return run_live_episode(arr, policy, budget, deadline, seed, dag, trial, max_events,
                                 per_attempt=launch == LIVE_PER_ATTEMPT)
     if launch not in LAUNCH_RULES:
@@ -309,25 +249,3 @@ def run_policy_episode(
             st.cnt[REASON] = no_progress_reason(arr, st, mask, legacy_only, cap)
             break
     return episode_result(st, policy, deadline, wall)
-
-
-def episode_result(st: EpisodeState, policy: Policy, deadline: float, wall: float) -> EpisodeResult:
-    """The :class:`EpisodeResult` of an ended episode's state (``wall``: seconds spent in the policy)."""
-    reason = int(st.cnt[REASON])
-    return EpisodeResult(
-        success=reason == 0,
-        termination_reason=REASONS[reason],
-        makespan=float(st.scal[T]),
-        deadline=float(deadline),
-        total_cost=float(total_cost(st)),
-        planner_calls=int(st.cnt[PLANNER_CALLS]),
-        planner_wall_ms=wall * 1000.0,
-        total_rollouts=int(st.cnt[ROLLOUTS]),
-        completion_fraction=float(st.completed.mean()),
-        node_completed=st.completed.copy(),
-        node_started=st.num_started.copy(),
-        node_finished=st.num_finished.copy(),
-        node_success=st.num_success.copy(),
-        node_cost=st.node_cost.copy(),
-        diagnostics=policy.episode_diagnostics() or {},
-    )

@@ -53,6 +53,7 @@ from simulator.engine.loop import (
     node_model_key,
     ready_nodes,
 )
+from simulator.engine.types import DecisionView, EpisodeResult, episode_result
 
 
 @dataclass
@@ -112,8 +113,6 @@ def draw_batch(arr: DagArrays, key0, v: int, j: int, a0: int, reservations: np.n
 def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, seed: int, dag: int, trial: int,
                      max_events: int, per_attempt: bool):
     """One episode of ``policy`` under live rules (per-attempt launch for the baselines, atomic otherwise)."""
-    from simulator.engine.episode import DecisionView, EpisodeResult, episode_result
-
     st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
     st.cnt[EVENT_CAP] = max_events
     policy.reset(arr, seed, dag, trial)
