@@ -58,13 +58,19 @@ def _common(ap: argparse.ArgumentParser, *, endpoints: bool) -> None:
     ap.add_argument("--update", choices=("off", "posterior"), default="off",
                     help="online re-estimation of the planner's statistics (off: the paper's behaviour)")
     ap.add_argument("--prior-strength", type=float, default=8.0, help="pseudo-observations of the pool's prior")
+    ap.add_argument("--calibrated-estimate", type=int, default=0, metavar="N",
+                    help="a planner's plan events also report the calibrated estimate: the on-time rate of N "
+                         "simulated episodes of the method from the run's state (costs N episodes per decision)")
     add_mcpp_arguments(ap)
 
 
 def _options(args) -> Options:
     if not (args.prior_strength > 0):
         raise ConfigError(f"--prior-strength must be > 0, got {args.prior_strength}")
-    return Options(cancel_siblings=args.cancel_siblings, update=args.update, prior_strength=args.prior_strength)
+    if getattr(args, "calibrated_estimate", 0) < 0:
+        raise ConfigError(f"--calibrated-estimate must be >= 0, got {args.calibrated_estimate}")
+    return Options(cancel_siblings=args.cancel_siblings, update=args.update, prior_strength=args.prior_strength,
+                   calibrated_episodes=getattr(args, "calibrated_estimate", 0))
 
 
 def _run_options(args) -> Options:

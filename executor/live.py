@@ -85,7 +85,7 @@ from executor.offload import PLANNER
 from executor.tasks import Task
 from executor.trace import Trace
 from simulator.costs.arrays import DagArrays
-from simulator.engine.live_episode import live_tables
+from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate, live_tables
 from simulator.engine.live_rules import END, LAUNCH, atomic_admission, atomic_reservation, attempt_reservation
 from simulator.engine.loop import first_uncompletable
 from simulator.engine.registry import LIVE, LIVE_PER_ATTEMPT, execution_of
@@ -132,6 +132,9 @@ class Options:
     fsync: str = "background"
     #: plan once before the clock starts (the first call compiles MCPP's kernels on a cold cache: seconds)
     warm_up: bool = False
+    #: episodes of the calibrated estimate reported in each ``plan`` event of a planner (0: none; it costs
+    #: that many whole simulated episodes of the method per decision, on the planner thread, clock stopped)
+    calibrated_episodes: int = 0
 
 
 @dataclass
@@ -224,6 +227,8 @@ class LiveRun:
         self.limits = limits if limits is not None else {m: asyncio.Semaphore(ep.concurrency)
                                                          for m, ep in endpoints.items()}
         self.spec = method_spec(method)
+        self.params = params
+        self._twin = None
         arr = wf.arr
         # the live run follows the simulator's live rules (simulator.engine.live_rules); its planner plans for them
         self.policy, self.launch_rule = policy_for(method, params, None, wf.stats.model_ids,
@@ -515,9 +520,9 @@ class LiveRun:
             return parr._replace(available=self.plan_arr.available)
         return self.plan_arr
 
-    async def _plan(self, fn, view):
+    async def _plan(self, fn, *args):
         """The planner's call, raced against the run's end: a decision later than the deadline is dropped."""
-        call = asyncio.ensure_future(PLANNER.run(fn, view))
+        call = asyncio.ensure_future(PLANNER.run(fn, *args))
         await asyncio.wait({call, self._halt}, return_when=asyncio.FIRST_COMPLETED)
         if not call.done():
             call.cancel()
@@ -543,7 +548,7 @@ class LiveRun:
                           self.seed, point)
         view = replace(view, dag=self.wf.dag_row, trial=self.trial)
         posterior = self.opt.update == "posterior" and self.policy.uses_planning_arr
-        estimate = None
+        estimate = calibrated = None
         t_plan = time.perf_counter()
         try:
             with self.clock.paused():
@@ -554,6 +559,8 @@ class LiveRun:
                     d = await self._plan(self.policy.decide, view)
                     action = None if d is None else (d.act_model, d.act_count)
                     estimate = None if d is None else float(d.score)
+                    if self.opt.calibrated_episodes > 0 and d is not None:
+                        calibrated = await self._plan(self.calibrated, view.budget_left, view.deadline - view.t)
                 else:
                     action = await self._plan(self.policy.act, view)
         finally:
@@ -569,12 +576,29 @@ class LiveRun:
         self.trace.write("plan", t=round(now, 6), decision=self.decisions - 1, ready=[self.node_ids[v] for v in ready],
                          completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
                          inflight=[f["node_id"] for f in inflight], budget_left=self.available(),
-                         time_left=self.time_left(), action=act, estimate=estimate, planner_ms=round(plan_ms, 3))
+                         time_left=self.time_left(), action=act, estimate=estimate, planner_ms=round(plan_ms, 3),
+                         **({} if calibrated is None else {"calibrated_estimate": calibrated}))
         if action is not None:
             if per_attempt:
                 self.launch_per_attempt(ready, action)
             else:
                 self.launch_atomic(ready, action)
+
+    def calibrated(self, budget_left: float, time_left: float) -> float:
+        """The calibrated estimate from the run's state now (:func:`simulator.engine.live_episode.calibrated_estimate`)."""
+        now = self.elapsed()
+        flights = []
+        for v, b in sorted(self.batches.items()):
+            running = [s for s in b.samples if not s.done]
+            if running:
+                flights.append(LiveFlight(v, b.j, now - b.t_launch, len(running),
+                                          float(np.mean([s.reservation for s in running])), b.passed))
+        start = LiveState(self.completed.copy(), self.attempt_no.copy(), flights)
+        if self._twin is None:  # the method's own policy object for the estimate's episodes
+            self._twin = policy_for(self.method, self.params, None, self.wf.stats.model_ids, self.launch_rule)[0]
+        return calibrated_estimate(self.plan_arr, self._twin, budget_left, time_left, start, self.seed,
+                                   self.wf.dag_row, self.opt.calibrated_episodes,
+                                   self.launch_rule == LIVE_PER_ATTEMPT)
 
     # -- launches --------------------------------------------------------------------------
 

@@ -26,14 +26,13 @@ from simulator.base.errors import ConfigError
 from simulator.cli.args import add_pool_arguments, check_common_args, cost_setting_from_args
 from simulator.costs.arrays import dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.live_episode import CALIBRATION_SEED_OFFSET
 from simulator.engine.registry import EXECUTION_RULES, PUBLISHED
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args, resolve_params
 from simulator.methods import canonical_method, method_spec
 from simulator.pools.pool import load_pool
 from simulator.simulate import simulate_method
 
-#: the calibrated estimate's episodes draw with this seed offset: independent of the realized ones
-CALIBRATION_SEED_OFFSET = 1_000_003
 BINS = 10
 
 

@@ -22,6 +22,7 @@ from simulator.costs.arrays import DagArrays
 from simulator.engine.live_rules import (
     END,
     LAUNCH,
+    OVERDUE_S,
     Residuals,
     atomic_admission,
     atomic_reservation,
@@ -111,14 +112,20 @@ def draw_batch(arr: DagArrays, key0, v: int, j: int, a0: int, reservations: np.n
 
 
 def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, seed: int, dag: int, trial: int,
-                     max_events: int, per_attempt: bool):
-    """One episode of ``policy`` under live rules (per-attempt launch for the baselines, atomic otherwise)."""
+                     max_events: int, per_attempt: bool, start: LiveState | None = None):
+    """One episode of ``policy`` under live rules (per-attempt launch for the baselines, atomic otherwise).
+
+    ``start``: a run's state part-way (:class:`LiveState`; times relative to
+    it, ``budget`` and ``deadline`` what is left); by default the start.
+    """
     st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
     st.cnt[EVENT_CAP] = max_events
     policy.reset(arr, seed, dag, trial)
     tables = live_tables(arr)
     resid = Residuals(arr)
     batches: dict[int, LiveBatch] = {}
+    if start is not None:
+        _enter(arr, st, start, batches)
     ready_buf = np.empty(arr.n, dtype=np.int64)
     mask = np.zeros(arr.m, dtype=np.bool_)
     mask[policy.model_positions(arr)] = True
@@ -161,6 +168,76 @@ def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, see
         st.nf[NODE_COST, v] += more
     result: EpisodeResult = episode_result(st, policy, deadline, wall)
     return result
+
+
+@dataclass
+class LiveFlight:
+    """An in-flight batch of a run part-way: its samples still running, for how long, and what each holds."""
+
+    v: int
+    j: int
+    elapsed: float
+    running: int
+    reservation: float
+    passed: bool = False  # one of its answered samples passed
+
+
+@dataclass
+class LiveState:
+    """What a live run knows part-way: the completed nodes, the batches in flight, attempts drawn per (node, model)."""
+
+    completed: np.ndarray  # bool (n,)
+    attempt_no: np.ndarray  # int64 (n * m,)
+    inflight: list[LiveFlight]
+
+
+def _enter(arr: DagArrays, st, start: LiveState, batches: dict[int, LiveBatch]) -> None:
+    """Put ``start`` into a fresh state: completed nodes, and each running sample drawn again given its elapsed
+    time (a row of its (node, model) longer than that, or a parametric draw kept when longer; its remaining time
+    the difference), with the episode's own keys."""
+    from simulator.engine.loop import COMPLETED_, N_COMPLETED, PARENTS_DONE
+
+    budget_left = float(st.scal[BUDGET_LEFT])
+    for v in np.flatnonzero(start.completed):
+        st.ni[COMPLETED_, v] = 1
+        st.cnt[N_COMPLETED] += 1
+        for e in range(arr.child_ptr[v], arr.child_ptr[v + 1]):
+            st.ni[PARENTS_DONE, arr.child_idx[e]] += 1
+    st.attempt_no[:] = start.attempt_no
+    for f in start.inflight:
+        lat, passed, charges = _residual_draws(arr, st.key[0], f)
+        res = np.full(f.running, f.reservation)
+        a0 = int(st.attempt_no[f.v * arr.m + f.j])
+        add_batch(arr, st, f.v, f.j, lat, passed | f.passed, charges)
+        st.attempt_no[f.v * arr.m + f.j] = a0  # the running samples' numbers were counted already
+        batches[f.v] = LiveBatch(f.j, 0.0, lat, passed, charges, res)
+    st.scal[BUDGET_LEFT] = budget_left  # what the decision saw: the batches hold their reservations
+
+
+def _residual_draws(arr: DagArrays, key0, f: LiveFlight):
+    """Remaining latencies, successes and charges of a batch's running samples given their elapsed time."""
+    from simulator.base.rng import randint
+
+    lo, hi = arr.row_ptr[f.v * arr.m + f.j], arr.row_ptr[f.v * arr.m + f.j + 1]
+    base = fold(node_model_key(key0, f.v, f.j), 1 << 40)  # a stream of its own: not an attempt number
+    lat, passed, charges = np.empty(f.running), np.empty(f.running, dtype=np.bool_), np.empty(f.running)
+    longer = np.flatnonzero(arr.row_lat[lo:hi] > f.elapsed) + lo if hi > lo else np.zeros(0, dtype=np.int64)
+    for i in range(f.running):
+        key = np.uint64(fold(base, i))
+        if hi > lo and len(longer):
+            r = int(longer[randint(key, 0, len(longer))])
+            lat[i], ok, c = arr.row_lat[r] - f.elapsed, bool(arr.row_succ[r]), float(arr.row_charge[r])
+        else:
+            x, ok, c = OVERDUE_S, False, 0.0
+            for a in range(64):
+                d, ok, c = draw_attempt(arr, f.v, f.j, np.uint64(fold(key, a + 1)))
+                if d > f.elapsed:
+                    x = d - f.elapsed
+                    break
+            lat[i] = x
+        charges[i], cut = capped_charge(c, f.reservation)
+        passed[i] = ok and not cut
+    return lat, passed, charges
 
 
 def inflight_view(batches: dict[int, LiveBatch], resid: Residuals, t: float) -> dict:
@@ -236,3 +313,27 @@ def launch_per_attempt_live(arr, st, tables: LiveRulesArrays, batches, ready, mo
             _start(arr, st, batches, v, j, np.asarray(res))
         if refused:
             st.attempt_no[v * arr.m + j] += 1  # the refused attempt's number is consumed
+
+
+#: the calibrated estimate's episodes draw with this seed offset: independent of the search and of the run
+CALIBRATION_SEED_OFFSET = 1_000_003
+
+
+def calibrated_estimate(arr: DagArrays, policy, budget_left: float, time_left: float, start: LiveState | None,
+                        seed: int, dag: int, episodes: int, per_attempt: bool = False) -> float:
+    """What the user gets from here: the on-time rate of ``episodes`` whole episodes of the method, as it runs.
+
+    Each episode continues the run from ``start`` under the live rules, the
+    method deciding at every batch end as it will, with draws keyed by
+    ``seed + CALIBRATION_SEED_OFFSET`` (independent of the planner's
+    search and of the run's own luck). ``policy`` is a policy object of
+    the method's own (it is reset for every episode).
+    """
+    from simulator.engine.loop import MAX_EVENTS
+
+    wins = 0
+    for s in range(int(episodes)):
+        r = run_live_episode(arr, policy, float(budget_left), float(time_left), int(seed) + CALIBRATION_SEED_OFFSET,
+                             dag, s, MAX_EVENTS, per_attempt, start)
+        wins += int(r.success and r.makespan <= time_left)
+    return wins / max(1, int(episodes))
