@@ -175,3 +175,38 @@ def test_mcpp_episodes_under_both_launch_rules_are_the_reference_episodes(exampl
                                 no_progress_models=[list(rec.model_positions(arr))] * arr.n)  # fmt: skip
             assert (r.success, r.makespan, r.total_cost) == (got.success, got.makespan, got.total_cost)
             assert list(r.node_started) == list(got.node_started)
+
+
+@pytest.mark.parametrize("budget_ratio", [0.6, 1.0])
+def test_live_seq_member_equals_mcpp_estimate_of_it(budget_ratio):
+    """Under ``live`` MCPP's member simulations are the live rules: its estimate of Seq-(default, 2) is the
+    on-time rate of that member run atomically under the live rules (capped samples, waits, batch settlement),
+    within sampling error (as the atomic test above)."""
+    from simulator.baselines.compiled import AtomicBaseline
+    from simulator.engine.registry import LIVE_ATOMIC
+
+    pool = pool_from_objects([diamond(1, p=0.55)])
+    arr = dag_arrays(pool, 0, CostSetting())
+    B, D = budget_ratio * nominal_budget(arr), 1.2 * nominal_deadline(arr)
+    n = 2000
+    member = AtomicBaseline("sequential_2", method_spec("sequential_2").rule)
+    wins = [run_policy_episode(arr, member, B, D, 42, 0, t, launch=LIVE_ATOMIC) for t in range(n)]
+    p_base = float(np.mean([r.success and r.makespan <= D for r in wins]))
+    cap = CaptureFirstView()
+    run_policy_episode(arr, cap, B, D, 42, 0, 0)
+    pol = MCPortfolioPolicy({"base_ks": [2], "M": n, "max_rollout_steps": 10**9, "launch_rule": LIVE_ATOMIC})
+    pol.reset(arr, 42, 0, 0)
+    d = pol.decide(cap.view)
+    assert d.n_candidates == 1 and d.n_pairs == 1 and pol.live and not pol.prune
+    tol = 4 * math.sqrt(max(p_base * (1 - p_base), 0.01) * 2 / n)
+    assert abs(p_base - d.score) < tol, (p_base, d.score, tol)
+
+
+def test_live_mode_is_recorded_and_runs_every_method_on_the_hard_deadline(example):
+    settings = RunSettings(mcpp={"M": 8, "max_candidate_actions": 64}, execution_rules="live")
+    arr = dag_arrays(example, 2, CostSetting())
+    B, D = nominal_budget(arr), nominal_deadline(arr)
+    recs = simulate_dag_budget(example, 2, B, [D], ["sequential", "uniform", "mc_portfolio_rollout"], range(4),
+                               settings)  # fmt: skip
+    assert {r["execution_rules"] for r in recs} == {"live"}
+    assert all(r["makespan"] <= D + 1e-9 and r["total_cost"] <= B + 1e-9 for r in recs)
