@@ -1,8 +1,11 @@
 """A quote before the run: the cheapest budget at which a method finishes a workflow on time with a target probability.
 
 ``python -m executor quote --pool P --dag I --deadline D --target 0.9
-[--method MCPP] [--budget B] [--trials 200]`` answers the question a user
-asks before launching a workflow. The probability is the simulated on-time
+[--method MCPP] [--budget B] [--trials 200] [--execution-rules live]`` answers
+the question a user asks before launching a workflow. The episodes follow the
+``live`` execution rules by default, the rules the executor's runs follow
+(``docs/semantics.md``), so the quote describes the run the user will get. The
+probability is the simulated on-time
 rate of whole episodes of the method from the start (the realized rate over
 ``--trials`` episodes, not the planner's own score), computed with the
 prediction-surface machinery (:func:`simulator.surface.compute.method_surface`:
@@ -38,6 +41,7 @@ from simulator.base.settings import check_seed
 from simulator.base.validation import check_number
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.registry import EXECUTION_RULES, LIVE
 from simulator.methods import canonical_method, method_spec
 from simulator.simulate import RunSettings
 from simulator.surface.compute import method_surface
@@ -62,6 +66,7 @@ class Quote:
     asked_rate: float | None = None
     asked_interval: tuple[float, float] | None = None
     seconds: float = 0.0
+    rules: str = LIVE
 
 
 def _rates(pool, pos, method, budgets, deadline, trials, settings) -> np.ndarray:
@@ -70,13 +75,13 @@ def _rates(pool, pos, method, budgets, deadline, trials, settings) -> np.ndarray
 
 
 def quote(pool, pos: int, method: str, deadline: float, target: float, trials: int, seed: int = 0,
-          cost_mode: str = "token_cost_mean", asked_budget: float | None = None) -> Quote:
+          cost_mode: str = "token_cost_mean", asked_budget: float | None = None, rules: str = LIVE) -> Quote:
     """The quote (see the module docstring)."""
     t0 = time.perf_counter()
     method = canonical_method(method)
     method_spec(method, "--method")
     setting = CostSetting(cost_mode=cost_mode)
-    settings = RunSettings(seed=seed, cost=setting)
+    settings = RunSettings(seed=seed, cost=setting, execution_rules=rules)
     arr = dag_arrays(pool, pos, setting)
     st = pool[pos]
     where = f"DAG {pos} ({st.problem_id}): "
@@ -107,13 +112,14 @@ def quote(pool, pos: int, method: str, deadline: float, target: float, trials: i
         q.asked_budget, q.asked_rate = float(asked_budget), r
         q.asked_interval = wilson_interval(int(round(r * trials)), trials)
     q.seconds = time.perf_counter() - t0
+    q.rules = rules
     return q
 
 
 def format_quote(q: Quote, unit: str) -> str:
     head = (f"quote: {q.method} on DAG {q.dag} ({q.problem_id}), deadline {q.deadline:.6g} model seconds, "
             f"target {q.target:.0%}, {q.trials} simulated episodes per budget")
-    lines = [head]
+    lines = [head + f" ({q.rules} rules)"]
     if q.budget is None:
         lines.append(f"unreachable: no budget up to {AXIS_HI:g} x the nominal reaches {q.target:.0%} at this deadline "
                      f"(best {q.rate:.1%} at {q.best_budget:.6g} {unit})")
@@ -144,6 +150,8 @@ def cmd_quote(argv: Sequence[str]) -> int:
     ap.add_argument("--trials", type=int, default=200, help="simulated episodes per budget")
     ap.add_argument("--seed", default="0", help="seed of the simulated episodes")
     ap.add_argument("--cost-mode", default="token", help="token (output tokens) or money (dollars)")
+    ap.add_argument("--execution-rules", default=LIVE, choices=EXECUTION_RULES,
+                    help="the rules of the simulated episodes (default live: the rules the executor follows)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     target = check_number(args.target, "--target", "flag", lo=0.0, hi=1.0, lo_inclusive=False, hi_inclusive=False)
@@ -160,9 +168,10 @@ def cmd_quote(argv: Sequence[str]) -> int:
         deadline = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False) * \
             nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
     asked = None if args.budget is None else check_number(args.budget, "--budget", "flag", lo=0.0, lo_inclusive=False)
-    q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed, cost_mode, asked)
+    q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed, cost_mode, asked,
+              args.execution_rules)
     unit = "tokens" if cost_mode == "token_cost_mean" else "dollars"
-    print(json.dumps(q.__dict__) if args.json else format_quote(q, unit))
+    print(json.dumps(q.__dict__) if args.json else format_quote(q, unit), flush=True)
     if q.budget is None:
         print(f"error: target {q.target:.0%} is not reachable at deadline {q.deadline:.6g} model seconds "
               f"(best {q.rate:.1%} at {q.best_budget:.6g} {unit})", file=sys.stderr)
