@@ -1,44 +1,37 @@
 """One live run: the event-driven loop that plans, launches requests, judges answers and keeps the ledger.
 
-The rules are the simulator's (``docs/simulator.md``) wherever a live run
-can follow them, and ``docs/executor.md`` lists where it cannot:
+The run follows the simulator's ``live`` execution rules
+(:mod:`simulator.engine.live_rules`, the one module both call;
+``docs/semantics.md``), so a live episode and its simulated twin (the same
+keyed draws) end the same way, and the method's planner plans for the rules
+it will meet:
 
 * **Decisions.** At the start and after every finished batch the method is
   asked (through its registry entry: :func:`simulator.simulate.policy_for`,
   the same policy objects the simulator drives) with the state of the run:
   completed nodes, in-flight batches (with the estimated remaining times of
-  their running samples, :mod:`executor.estimates`), budget left = budget -
-  spent - reserved - unbilled, time left = deadline - elapsed. The call runs
-  on the planner thread (the kernels release the interpreter lock), so the
-  event loop keeps serving the other runs; on a pausable clock the model
-  time stops meanwhile.
-* **Launches.** Per-attempt methods (the baselines) are served in decreasing
-  count, ties to the higher node id; an attempt whose expected cost does not
-  fit in the budget left (or in the node's static cap) is refused, its
-  attempt number consumed, the rest of that node's batch skipped. Atomic
-  methods (MCPP) launch the whole action or nothing: an action whose
-  expected cost does not fit ends the run ``budget_exhausted``, as the
-  simulator's atomic refusal (which compares the drawn costs; a live run
-  knows only their expectation); while batches are in flight it waits for
-  the next one to end and decides again instead (they hold budget that a
-  refusal or a cheap answer may free).
+  their running samples), the budget left (budget - charged - what batches
+  in flight hold), time left = deadline - elapsed. The call runs on the
+  planner thread (the kernels release the interpreter lock), so the event
+  loop keeps serving the other runs; on a pausable clock the model time
+  stops meanwhile.
+* **Launches** are admitted on expected costs (the planner's kappa plus the
+  prompt bound's cost): per attempt for the baselines (an attempt that does
+  not fit is refused, its number consumed, the rest of its batch skipped),
+  atomically for MCPP (an action that does not fit waits while batches are
+  in flight, else ends the run ``budget_exhausted``). Each sample's
+  ``max_tokens`` is its cap under the rules: the largest output the pool saw
+  for that (node, model), lowered to what the budget left pays (per attempt)
+  or to its share of it (atomic); an answer cut there is paid and fails.
 * **Batches.** A batch ends when all its samples are judged; the node
   completes if any passed (``cancel_siblings``: the others are cancelled once
-  one passes).
+  one passes, a departure from the rules).
 * **Budget, hard.** One :class:`~executor.ledger.Ledger` per run. Each
-  request reserves its worst case (prompt bound x input price + its
-  ``max_tokens`` x output price; in token mode its ``max_tokens``, the
-  simulator's charge being output tokens) before it is sent, and is
-  settled on the reported usage (without a usable usage report: at its
-  reservation, the most the provider can bill for it), never above its
-  reservation. A request's ``max_tokens`` is
-  the endpoint's, lowered when the budget left cannot pay it: to what the
-  budget left pays (per-attempt launch), or to the sample's share of it, in
-  proportion to the samples' expected costs (atomic launch); an answer cut
-  there ends ``truncated`` and is judged (a cut answer is never retried). A
-  request that reached the server without a whole answer keeps its
-  reservation as *unbilled* (what a provider might still bill) and is never
-  re-sent on it, so spent + unbilled <= budget always.
+  request reserves its worst case before it is sent and is settled on the
+  reported usage (without a usable usage report: at its reservation),
+  never above its reservation. A request that reached the server without a
+  whole answer keeps its reservation as *unbilled* and is never re-sent on
+  it, so spent + unbilled <= budget always.
 * **Deadline, hard.** Every try's timeout is at most the time left and
   bounds the whole try; planner calls and verdicts are raced against the
   deadline (:mod:`executor.offload`, :mod:`executor.verifiers`); at the
