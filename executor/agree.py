@@ -27,9 +27,11 @@ from executor.live import LiveRun, Options, RunResult, RunSpec, Workflow, open_r
 from executor.trace import Trace
 from executor.trace import drain as drain_traces
 from executor.world import World
+from simulator.engine.episode import Policy, run_policy_episode
 from simulator.engine.loop import REASONS
-from simulator.engine.registry import LIVE
-from simulator.simulate import simulate_method
+from simulator.engine.registry import LIVE, execution_of
+from simulator.methods import method_spec
+from simulator.simulate import policy_for, simulate_method
 
 #: longest wall time the start barrier waits for the first wave's requests to reach the world
 START_BARRIER_MAX_S = 10.0
@@ -93,6 +95,51 @@ def simulated_side(wf: Workflow, method: str, budget: float, deadline: float, ru
     on_time, reason, _ = batch.scored(deadline)
     return Side(np.asarray(on_time, dtype=bool), np.asarray(batch.total_cost, dtype=float),
                 [REASONS[int(c)] for c in reason])
+
+
+def simulated_decisions(wf: Workflow, method: str, budget: float, deadline: float, seed: int,
+                        params: Mapping[str, Any] | None, trial: int) -> list[tuple]:
+    """The decisions of simulated trial ``trial`` under the live rules, as a live run logs them."""
+    policy, rule = policy_for(method, params, None, wf.stats.model_ids, execution_of(method_spec(method), LIVE).launch)
+    log: list[tuple] = []
+    ids, models = [int(x) for x in wf.stats.node_ids], wf.stats.model_ids
+
+    class Logged(Policy):
+        name = policy.name
+        legacy_only = policy.legacy_only
+
+        def model_positions(self, arr):
+            return policy.model_positions(arr)
+
+        def budget_caps(self, arr, b):
+            return policy.budget_caps(arr, b)
+
+        def reset(self, arr, s, dag, t):
+            policy.reset(arr, s, dag, t)
+
+        def act(self, view):
+            a = policy.act(view)
+            act = {} if a is None else {ids[v]: [models[int(a[0][v])], int(a[1][v])] for v in view.ready
+                                        if int(a[1][v]) > 0 and int(a[0][v]) >= 0}
+            log.append((round(view.t, 6), [ids[v] for v in view.ready], act))
+            return a
+
+    run_policy_episode(wf.arr, Logged(), budget, deadline, seed, wf.dag_row, trial, launch=rule)
+    return log
+
+
+def parting(wf: Workflow, method: str, budget: float, deadline: float, seed: int, params: Mapping[str, Any] | None,
+            trial: int, live_log: list[tuple]) -> str:
+    """Where a live trial and its simulated twin part: the first decision that differs, in words."""
+    sim_log = simulated_decisions(wf, method, budget, deadline, seed, params, trial)
+    for i, (a, b) in enumerate(zip(live_log, sim_log)):
+        if a[0] != b[0] or a[1] != b[1] or {int(k): v for k, v in a[2].items()} != b[2]:
+            return (f"decision {i}: live at t={a[0]:g} ready {a[1]} launched {a[2]}; "
+                    f"simulated at t={b[0]:g} ready {b[1]} launched {b[2]}")
+    if len(live_log) != len(sim_log):
+        return f"the same first {min(len(live_log), len(sim_log))} decisions, then live made {len(live_log)} " \
+               f"and the simulation {len(sim_log)}"
+    return f"the same {len(live_log)} decisions; they part on an answer (a verdict, a cut or a deadline tie)"
 
 
 def paired(live: Side, sim: Side, limit: int = 10) -> dict[str, Any]:
@@ -170,6 +217,9 @@ def agree(wf: Workflow, pool, method: str, budget: float, deadline: float, runs:
     out = compare(live, sim, z)
     if ws == seed:  # the same draws on both sides: compare trial by trial
         out["paired"] = paired(live, sim)
+        for d in out["paired"]["first_differing"]:
+            d["parts_at"] = parting(wf, method, budget, deadline, seed, params, d["trial"],
+                                    results[d["trial"]].decisions)
     ledger = np.array([r.spent for r in results])
     out["ledger_spent"] = {"live": float(ledger.mean()), "live_se": float(ledger.std(ddof=1) / math.sqrt(runs)),
                            "unbilled_mean": float(np.mean([r.unbilled for r in results])),
@@ -214,6 +264,7 @@ def format_agreement(r: dict[str, Any]) -> str:
         lines.append(f"paired: {p['identical']} of {p['n']} trials identical (same on-time outcome and termination)")
         for d in p["first_differing"]:
             lines.append(f"  trial {d['trial']}: live on_time={d['live'][0]} {d['live'][1]}, "
-                         f"simulated on_time={d['simulated'][0]} {d['simulated'][1]}")
+                         f"simulated on_time={d['simulated'][0]} {d['simulated'][1]}; parts at "
+                         f"{d.get('parts_at', '?')}")
     lines.append("PASS" if r["pass"] else f"FAIL: a difference exceeds {r['z']:g} SE")
     return "\n".join(lines)

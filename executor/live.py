@@ -145,6 +145,8 @@ class RunResult:
     planner_ms: float
     message: str = ""
     overhead_ms: list[float] = field(default_factory=list)
+    #: per planner call: (model time, ready node ids, {node id: [model, count]}) (``agree`` finds where twins part)
+    decisions: list[tuple] = field(default_factory=list)
 
 
 class _Ended(Exception):
@@ -254,6 +256,7 @@ class LiveRun:
         self.decision_points = 0  # decisions asked for, with or without a ready node (the planner's key)
         self.planner_ms = 0.0
         self.planner_wall = 0.0  # seconds spent waiting for planner calls (queue included)
+        self.decision_log: list[tuple] = []
         self.overhead_ms: list[float] = []  # per batch end: the executor's own time (planner call excluded)
         self.t0 = 0.0
         self._halt: asyncio.Future | None = None
@@ -417,7 +420,7 @@ class LiveRun:
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
                         self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
-                        self.overhead_ms)
+                        self.overhead_ms, self.decision_log)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
                          reserved=self.reserved, budget=self.budget, termination=reason, message=message,
@@ -566,6 +569,7 @@ class LiveRun:
             models, counts = action
             act = {self.node_ids[v]: [self.wf.stats.model_ids[int(models[v])], int(counts[v])]
                    for v in ready if int(counts[v]) > 0 and int(models[v]) >= 0}
+        self.decision_log.append((round(now, 6), [self.node_ids[v] for v in ready], act))
         self.trace.write("plan", t=round(now, 6), decision=self.decisions - 1, ready=[self.node_ids[v] for v in ready],
                          completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
                          inflight=[f["node_id"] for f in inflight], budget_left=self.available(),

@@ -163,3 +163,15 @@ def test_paired_under_cpu_load(method):
     r = _agree(method, "1", "1", 200, burners=2)
     assert r["paired"]["identical"] >= 198, r["paired"]["first_differing"]
     assert r["pass"]
+
+
+def test_agree_names_where_differing_twins_part():
+    """A departure from the rules (``--cancel-siblings`` ends a batch at its first pass) makes twins differ;
+    ``agree`` lists each differing trial with the first decision where the two runs part."""
+    out = subprocess.run(
+        [sys.executable, "-m", "executor", "agree", "--pool", str(Path(ROOT) / "examples" / "example_pool.jsonl"),
+         "--dag", "0", "--method", "sequential_4", "--runs", "10", "--seed", "0", "--world-seed", "0",
+         "--budget-ratio", "1", "--deadline-ratio", "1", "--cancel-siblings"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600)
+    lines = [x for x in out.stdout.splitlines() if x.startswith("  trial ")]
+    assert lines and all("parts at decision" in x for x in lines), out.stdout
