@@ -146,15 +146,17 @@ def test_compare_by_hand():
     assert not r["on_time"]["pass"]  # both rates at the edges: the pooled SE, not zero
 
 
-def test_hard_deadline_baseline_side_scores_as_the_simulator():
-    """agree's simulated baselines run with the hard deadline: the same on-time successes as the scored runs."""
+def test_simulated_side_is_the_live_rules_simulation():
+    """agree's simulated side runs each method under the live rules (the rules the executor follows): the same
+    episodes as ``simulate_method(..., execution_rules="live")``, none passing D or the budget."""
     _, wf = workflow()
     B, D = nominal(wf)
     for method in ("sequential", "uniform", "sequential_4"):
         side = simulated_side(wf, method, B, 0.8 * D, 200, 3, None)
-        batch = simulate_method(wf.arr, method, B, 0.8 * D, list(range(200)), 3, 0)
-        assert np.array_equal(side.on_time, batch.scored(0.8 * D)[0])
-        assert np.all(side.spend <= batch.total_cost + 1e-9)  # nothing launched after D is charged
+        batch = simulate_method(wf.arr, method, B, 0.8 * D, list(range(200)), 3, 0, execution_rules="live")
+        assert np.array_equal(side.on_time, batch.on_time(0.8 * D))
+        assert np.array_equal(side.spend, batch.total_cost) and np.all(side.spend <= B + 1e-9)
+        assert np.all(batch.makespan <= 0.8 * D)
 
 
 def test_pausable_clock_excludes_pauses():

@@ -81,7 +81,7 @@ def test_usage_max_tight_budget_never_overspends():
     B, D = nominal(wf)
     budget = 0.4 * B
     results, world = asyncio.run(live_episodes(wf, pool, "sequential", budget, 3 * D, 200, scale=0.02, seed=0,
-                                               world_seed=3, usage="max", pausable=False))
+                                               world_seed=3, usage="max"))  # the virtual clock: load-proof
     assert len(results) == 200
     assert all(r.spent <= budget and r.spent + r.unbilled <= budget + 1e-9 for r in results)
     assert all(sum(v for (d, t, m), v in world.bills.items() if t == trial) <= budget for trial in range(200))
