@@ -175,3 +175,20 @@ def test_agree_names_where_differing_twins_part():
         capture_output=True, text=True, cwd=ROOT, timeout=600)
     lines = [x for x in out.stdout.splitlines() if x.startswith("  trial ")]
     assert lines and all("parts at decision" in x for x in lines), out.stdout
+
+
+def test_plan_and_predict_take_the_live_rules(tmp_path):
+    pool = str(Path(ROOT) / "examples" / "example_pool.jsonl")
+    out = subprocess.run([sys.executable, "-m", "simulator", "plan", "--pool", pool, "--dag", "0", "--budget-ratio",
+                          "0.5", "--deadline-ratio", "1", "--execution-rules", "live", "--mc-portfolio-m", "8",
+                          "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["execution_rules"] == "live" and 0.0 <= r["estimate"] <= 1.0 and r["action"]
+    out = subprocess.run([sys.executable, "-m", "simulator", "predict", "--pool", pool, "--dag", "0",
+                          "--budget-ratios", "0.5", "1", "--deadline-ratios", "1", "--trials", "6",
+                          "--execution-rules", "live", "--mc-portfolio-m", "8", "--no-progress", "--out",
+                          str(tmp_path / "p")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    cells = json.loads((tmp_path / "p" / "predict.json").read_text())["cells"]
+    assert len(cells) == 2 and all(0.0 <= c["completion_probability"] <= 1.0 for c in cells)

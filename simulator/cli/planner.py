@@ -35,8 +35,10 @@ from simulator.cli.args import (
 )
 from simulator.costs.arrays import dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.engine.registry import ATOMIC, EXECUTION_RULES, PUBLISHED, execution_of
 from simulator.mcpp.api import plan
 from simulator.mcpp.params import MCPP, add_mcpp_arguments, mcpp_params_from_args, resolve_params
+from simulator.methods import method_spec
 
 
 def plan_main(argv: Sequence[str]) -> int:
@@ -46,10 +48,14 @@ def plan_main(argv: Sequence[str]) -> int:
     add_pool_arguments(ap)
     add_budget_deadline_arguments(ap)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    add_rules_argument(ap)
     add_mcpp_arguments(ap)
     args = check_common_args(ap.parse_args(argv))
     params = mcpp_params_from_args(args)
     resolve_params(params)  # fail fast on bad values
+    launch = execution_of(method_spec(MCPP), args.execution_rules).launch
+    if launch != ATOMIC:  # the planner simulates the rules the run will follow
+        params = {**params, "launch_rule": launch}
     pool, i = load_pool_and_dag(args)
     check_mcpp_models(params, pool)
     setting = cost_setting_from_args(args)
@@ -71,6 +77,7 @@ def plan_main(argv: Sequence[str]) -> int:
         "candidates": res.n_candidates,
         "simulations": res.n_simulations,
         "planner_wall_ms": res.wall_ms,
+        "execution_rules": args.execution_rules,
     }
     if res.interval is not None:  # anytime planner: how sure the estimate is, and whether the limit stopped it
         out["estimate_interval"] = list(res.interval)
@@ -78,7 +85,8 @@ def plan_main(argv: Sequence[str]) -> int:
     if args.json:
         print(dumps_strict(out))
         return 0
-    print(f"DAG {i} ({stats.problem_id!r}, {stats.n_nodes} nodes)   budget {budget:.6g}   deadline {deadline:.6g} s")
+    print(f"DAG {i} ({stats.problem_id!r}, {stats.n_nodes} nodes)   budget {budget:.6g}   deadline {deadline:.6g} s"
+          f"   ({args.execution_rules} rules)")
     print("first decision:")
     for nid, (m, c) in res.action.items():
         print(f"  node {nid}: {c} x {m}")
@@ -93,6 +101,11 @@ def plan_main(argv: Sequence[str]) -> int:
               + ("; stopped by the time limit" if res.limit_hit else ""))  # fmt: skip
     print(f"{res.n_candidates} candidates ({res.mode}), {res.n_simulations} simulations, {res.wall_ms:.0f} ms")
     return 0
+
+
+def add_rules_argument(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--execution-rules", default=PUBLISHED, choices=EXECUTION_RULES,
+                    help="execution-rule mode MCPP plans and runs under (docs/semantics.md); live: what a live run knows")
 
 
 def _parse_axis(values, ratios, what: str, check_value) -> tuple[list[float] | None, list[float] | None]:
@@ -139,6 +152,7 @@ def predict_main(argv: Sequence[str]) -> int:
     ap.add_argument("--trials", default="100", help="MCPP episodes per cell (an integer >= 1)")
     ap.add_argument("--out", required=True, help="output directory (created; predict.* in it are replaced)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_rules_argument(ap)
     add_mcpp_arguments(ap)
     args = check_common_args(ap.parse_args(argv))
     # every check before the simulation: a bad axis or output must not cost a whole run
@@ -155,6 +169,7 @@ def predict_main(argv: Sequence[str]) -> int:
     where = f"{args.pool}: DAG {i}: "
     budgets = _realize_axis(b_vals, b_ratios, lambda: nominal_budget(arr, where), "budget", where)
     deadlines = _realize_axis(d_vals, d_ratios, lambda: nominal_deadline(arr, where), "deadline", where)
+    launch = execution_of(method_spec(MCPP), args.execution_rules).launch
 
     from simulator.simulate import simulate_policy
 
@@ -169,7 +184,7 @@ def predict_main(argv: Sequence[str]) -> int:
         for D in deadlines:
             batch = simulate_policy(
                 arr, MCPP, B, D, trials, args.seed, int(stats.index), params, None,
-                bar.update if bar is not None else None, model_names=stats.model_ids,
+                bar.update if bar is not None else None, model_names=stats.model_ids, launch=launch,
             )
             k = int(batch.on_time(D).sum())
             lo, hi = wilson_interval(k, len(trials))
