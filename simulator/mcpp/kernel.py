@@ -463,6 +463,9 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     batch_no = np.empty(n, dtype=np.int64)  # next batch number of the node (its key)
     new_ready = np.empty(n, dtype=np.int64)
     extra = np.empty(n, dtype=np.float64)  # live rules: what a batch in flight holds beyond its charges
+    sel_u = np.empty(n, dtype=np.int64)  # a decision's batches: node, model, count
+    sel_j = np.empty(n, dtype=np.int64)
+    sel_k = np.empty(n, dtype=np.int64)
     n_completed0 = 0
     for v in range(n):
         if completed0[v]:
@@ -510,104 +513,54 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         n_new = R
         n_wait = 0  # live rules: nodes whose launch waits for a batch in flight (new_ready[:n_wait])
         while True:
-            if live and (first or (n_completed < n and t < horizon and n_new > 0)):
-                # the live rules' decision (simulator.engine.live_rules): admitted on expected costs,
-                # samples capped at their reservations, no draw can end the simulation
-                expected = 0.0
+            if first or (n_completed < n and t < horizon and n_new > 0):
+                # a decision: the candidate's batches, later (mem_model, mem_k) on every node that
+                # became ready (the failed node, or children just unlocked), atomic launch; under the
+                # live rules (simulator.engine.live_rules) admitted on expected costs, samples capped at
+                # their reservations, no draw ending the simulation
                 alive = True
+                expected = 0.0
                 for r in range(n_new):
                     if first:
-                        u = ready[r]
-                        j = act_model[r]
-                        k = act_count[r]
+                        sel_u[r] = ready[r]
+                        sel_j[r] = act_model[r]
+                        sel_k[r] = act_count[r]
                     else:
-                        u = new_ready[r]
-                        j = mem_model
-                        k = mem_k
-                        if not available[u, j]:
+                        sel_u[r] = new_ready[r]
+                        sel_j[r] = mem_model
+                        sel_k[r] = mem_k
+                        if not available[sel_u[r], mem_model]:
                             alive = False
                             break
-                    expected += k * kappa[u, j]
+                    expected += sel_k[r] * kappa[sel_u[r], sel_j[r]]
                 if not alive:
                     break
-                what = atomic_admission(expected, budget_left, nq)
-                if what == END:
-                    break
-                if what == WAIT:
-                    if first:
-                        for r in range(R):
-                            new_ready[r] = ready[r]
-                    n_wait = n_new
-                else:
-                    cost = 0.0
-                    for r in range(n_new):
-                        if first:
-                            u = ready[r]
-                            j = act_model[r]
-                            k = act_count[r]
-                        else:
-                            u = new_ready[r]
-                            j = mem_model
-                            k = mem_k
-                        res = atomic_reservation(kappa[u, j], expected, budget_left, ceiling[u, j], unit)
-                        bkey = _batch_key(sim_key, u, batch_no[u])
-                        kr = u * m + j
-                        lo = row_ptr[kr]
-                        hi = row_ptr[kr + 1]
-                        end = 0.0
-                        cb = 0.0
-                        sb = False
-                        for a in range(k):
-                            akey = bkey + uint64(a) * GOLDEN
-                            if hi > lo:
-                                ri = _row_of(akey, lo, hi)
-                                lat = row_lat[ri]
-                                sa = row_succ[ri]
-                                ch = row_charge[ri]
-                            else:
-                                sa = uniform(akey, 0) < p[u, j]
-                                lat = _latency(lat_kind[u, j], lat_c0[u, j], lat_c1[u, j], akey)
-                                ch = tmpl_charge[u, j]
-                            ch, cut = capped_charge(charge_of_draw(cil, ch, lat), res)
-                            cb += ch
-                            if lat > end:
-                                end = lat
-                            sb = sb or (sa and not cut)
-                        extra[u] = k * res - cb
-                        cost += k * res
-                        spent += cb
-                        batch_no[u] += 1
-                        batch_end[u] = t + end
-                        batch_succ[u] = sb
-                        queue[nq] = u
-                        nq += 1
-                    budget_left -= cost
-                    n_wait = 0
-                first = False
-            elif first or (n_completed < n and t < horizon and n_new > 0):
-                # a decision: the candidate's batches, later (mem_model, mem_k) on every node that
-                # became ready (the failed node, or children just unlocked), atomic launch
-                cost = 0.0
-                alive = True
+                launch = True
+                if live:
+                    what = atomic_admission(expected, budget_left, nq)
+                    if what == END:
+                        break
+                    if what == WAIT:  # the nodes wait for the next batch end (new_ready[:n_wait])
+                        launch = False
+                        for r in range(n_new):
+                            new_ready[r] = sel_u[r]
+                        n_wait = n_new
+                cost = 0.0  # what the launch takes from the budget left (live: its reservations)
+                charged = 0.0  # what it charges
                 room_t = horizon - t
-                for r in range(n_new):
-                    if first:
-                        u = ready[r]
-                        j = act_model[r]
-                        k = act_count[r]
-                    else:
-                        u = new_ready[r]
-                        j = mem_model
-                        k = mem_k
-                        if not available[u, j]:
-                            alive = False
-                            break
+                for r in range(n_new if launch else 0):
+                    u = sel_u[r]
+                    j = sel_j[r]
+                    k = sel_k[r]
+                    res = 0.0
+                    room_b = budget_left - cost
+                    if live:
+                        res = atomic_reservation(kappa[u, j], expected, budget_left, ceiling[u, j], unit)
                     # draw a batch of k attempts of u with model j (see draw_flat): not feasible when
                     # a latency exceeds room_t or the cost the budget left; rejected before any draw
                     # when even the cheapest, fastest attempts cannot fit. Attempt a uses the key
                     # bkey + a * golden (a Weyl sequence, one mixing round per uniform).
-                    room_b = budget_left - cost
-                    if min_lat[u, j] > room_t or (1 if per_attempt else k) * min_charge[u, j] > room_b:
+                    elif min_lat[u, j] > room_t or (1 if per_attempt else k) * min_charge[u, j] > room_b:
                         alive = False
                         break
                     bkey = _batch_key(sim_key, u, batch_no[u])
@@ -629,15 +582,19 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                             lat = _latency(lat_kind[u, j], lat_c0[u, j], lat_c1[u, j], akey)
                             ch = tmpl_charge[u, j]
                         ch = charge_of_draw(cil, ch, lat)
-                        if per_attempt and cb + ch > room_b:  # refused: the attempts launched so far are the batch
-                            if a == 0:
+                        if live:  # cut at its cap: charged the cap, failed
+                            ch, cut = capped_charge(ch, res)
+                            sa = sa and not cut
+                        else:
+                            if per_attempt and cb + ch > room_b:  # refused: the attempts so far are the batch
+                                if a == 0:
+                                    alive = False
+                                break
+                            if lat > room_t:
                                 alive = False
-                            break
-                        if lat > room_t:
-                            alive = False
-                            break
+                                break
                         cb += ch
-                        if cb > room_b:
+                        if cb > room_b and not live:
                             alive = False
                             break
                         if lat > end:
@@ -648,7 +605,12 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                         break
                     if prune and batch_no[u] == 1 and not busy[u]:
                         need -= mem_k * min_charge[u, mem_model]  # first launch of a node counted in need
-                    cost += cb
+                    charged += cb
+                    if live:  # the batch holds its reservations until it ends
+                        extra[u] = k * res - cb
+                        cost += k * res
+                    else:
+                        cost += cb
                     batch_no[u] += 1
                     batch_end[u] = t + end
                     batch_succ[u] = sb
@@ -657,7 +619,9 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                 if not alive:
                     break
                 budget_left -= cost
-                spent += cost
+                spent += charged
+                if launch:
+                    n_wait = 0
                 if prune and budget_left < need:
                     break
                 first = False
