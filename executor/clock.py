@@ -143,22 +143,20 @@ class VirtualClock(Clock):
         return self._now
 
     @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        self._pause_depth += 1
+    def _holding(self, counter: str) -> Iterator[None]:
+        """Count one holder of ``counter`` (time cannot move while it is held) for the block."""
+        setattr(self, counter, getattr(self, counter) + 1)
         try:
             yield
         finally:
-            self._pause_depth -= 1
+            setattr(self, counter, getattr(self, counter) - 1)
             self._poke()
 
-    @contextlib.contextmanager
-    def transit(self) -> Iterator[None]:
-        self._on_wire += 1
-        try:
-            yield
-        finally:
-            self._on_wire -= 1
-            self._poke()
+    def paused(self) -> contextlib.AbstractContextManager[None]:
+        return self._holding("_pause_depth")
+
+    def transit(self) -> contextlib.AbstractContextManager[None]:
+        return self._holding("_on_wire")
 
     def timeout_for(self, time_left_model: float, endpoint_timeout_wall: float) -> float:
         return endpoint_timeout_wall

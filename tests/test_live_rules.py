@@ -24,20 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.costs.arrays import CostSetting, dag_arrays
-from simulator.engine.live_rules import (
-    END,
-    LAUNCH,
-    OVERDUE_S,
-    WAIT,
-    Residuals,
-    atomic_admission,
-    atomic_reservation,
-    attempt_reservation,
-    capped_charge,
-    charge_ceilings,
-    reservation_unit,
-    whole,
-)
+from simulator.engine import live_rules as lr
 from simulator.engine.registry import HARD, LIVE_ATOMIC, LIVE_PER_ATTEMPT, execution_of
 from simulator.methods import method_spec
 from simulator.pools.pool import pool_from_objects
@@ -49,33 +36,33 @@ TRIALS = 2000
 
 
 def test_rule_functions_by_hand():
-    assert atomic_admission(100.0, 100.0, 0) == LAUNCH
-    assert atomic_admission(100.5, 100.0, 2) == WAIT  # batches in flight hold budget: wait for one to end
-    assert atomic_admission(100.5, 100.0, 0) == END
+    assert lr.atomic_admission(100.0, 100.0, 0) == lr.LAUNCH
+    assert lr.atomic_admission(100.5, 100.0, 2) == lr.WAIT  # batches in flight hold budget: wait for one to end
+    assert lr.atomic_admission(100.5, 100.0, 0) == lr.END
     # three samples of kappa 20 and one of 40 (E = 100) sharing b = 150: 30 and 60, unless the ceiling is lower
-    assert atomic_reservation(20.0, 100.0, 150.0, 1e9, 0.0) == 30.0
-    assert atomic_reservation(40.0, 100.0, 150.0, 1e9, 0.0) == 60.0
-    assert atomic_reservation(40.0, 100.0, 150.0, 45.0, 0.0) == 45.0  # never more than the largest draw
-    assert atomic_reservation(20.0, 100.0, 151.0, 1e9, 1.0) == 30.0  # 30.2 rounded down to whole tokens
-    assert whole(29.999999999999996, 1.0) == 30.0 and whole(7.5, 0.0) == 7.5
-    assert attempt_reservation(20.0, 19.0, 100.0, 1.0) == -1.0  # expected cost above the room: refused
-    assert attempt_reservation(20.0, 70.5, 100.0, 1.0) == 70.0
-    assert attempt_reservation(20.0, 700.0, 100.0, 1.0) == 100.0
-    assert capped_charge(12.0, 30.0) == (12.0, False)
-    assert capped_charge(31.0, 30.0) == (30.0, True)  # cut at its cap, charged the cap
+    assert lr.atomic_reservation(20.0, 100.0, 150.0, 1e9, 0.0) == 30.0
+    assert lr.atomic_reservation(40.0, 100.0, 150.0, 1e9, 0.0) == 60.0
+    assert lr.atomic_reservation(40.0, 100.0, 150.0, 45.0, 0.0) == 45.0  # never more than the largest draw
+    assert lr.atomic_reservation(20.0, 100.0, 151.0, 1e9, 1.0) == 30.0  # 30.2 rounded down to whole tokens
+    assert lr.whole(29.999999999999996, 1.0) == 30.0 and lr.whole(7.5, 0.0) == 7.5
+    assert lr.attempt_reservation(20.0, 19.0, 100.0, 1.0) == -1.0  # expected cost above the room: refused
+    assert lr.attempt_reservation(20.0, 70.5, 100.0, 1.0) == 70.0
+    assert lr.attempt_reservation(20.0, 700.0, 100.0, 1.0) == 100.0
+    assert lr.capped_charge(12.0, 30.0) == (12.0, False)
+    assert lr.capped_charge(31.0, 30.0) == (30.0, True)  # cut at its cap, charged the cap
 
 
 def test_ceilings_unit_and_residuals_by_hand():
     rows = [(1.0, 1, 100.0), (3.0, 1, 10.0), (5.0, 0, 40.0)]
     arr = dag_arrays(pool_from_objects([chain_dag(1, rows=rows)]), 0, CostSetting(cost_mode="token_cost_mean"))
-    assert charge_ceilings(arr)[0, 0] == 100.0
-    assert reservation_unit(arr) == 1.0
-    res = Residuals(arr)
+    assert lr.charge_ceilings(arr)[0, 0] == 100.0
+    assert lr.reservation_unit(arr) == 1.0
+    res = lr.Residuals(arr)
     assert res.remaining(0, 0, 0.0) == pytest.approx((1 + 3 + 5) / 3)
     assert res.remaining(0, 0, 2.0) == pytest.approx((3 + 5) / 2 - 2.0)  # E[L - 2 | L > 2]
-    assert res.remaining(0, 0, 5.0) == OVERDUE_S  # overdue: any moment now
+    assert res.remaining(0, 0, 5.0) == lr.OVERDUE_S  # overdue: any moment now
     frac = dag_arrays(pool_from_objects([chain_dag(1, rows=[(1.0, 1, 2.5)])]), 0, CostSetting())
-    assert reservation_unit(frac) == 0.0
+    assert lr.reservation_unit(frac) == 0.0
 
 
 def test_every_method_runs_live_with_the_hard_deadline():
@@ -119,7 +106,7 @@ def _random_dag(draw_rows: list, p: float, n: int) -> dict:
        rows=st.lists(st.tuples(st.floats(0.1, 9.0), st.integers(0, 1), st.integers(1, 300)), min_size=1, max_size=5),
        method=st.sampled_from(["sequential", "uniform", "sequential_4", "mc_portfolio_rollout[M=4]"]))
 def test_live_invariants_on_random_dags(n, p, budget, deadline, rows, method):
-    """The budget is hard (spend <= B, with cancelled samples charged their whole reservation), no run passes D,
+    """The budget is hard (spend <= B, with cancelled samples charged their lr.whole reservation), no run passes D,
     and the reasons are the simulator's."""
     if not any(s for _, s, _ in rows):
         rows = rows + [(1.0, 1, 5)]
