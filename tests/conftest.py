@@ -1,4 +1,4 @@
-"""Shared fixtures: a tmp pool writer, the example pool.
+"""Shared fixtures: a tmp pool writer, the example pool, its first DAG as the loopback worlds' pool.
 
 Only fixtures live here; a test receives them by naming them as arguments
 and never imports this file (the DAG builders are in :mod:`tests.dags`, the
@@ -29,3 +29,11 @@ def pool_file(tmp_path):
 def example_pool_path() -> str:
     """The bundled example pool (``examples/example_pool.jsonl``)."""
     return os.path.join(ROOT, "examples", "example_pool.jsonl")
+
+
+@pytest.fixture(scope="module")
+def dag0_pool():
+    """The example pool's DAG 0, as ``executor.inputs.load_dag`` reads it (the loopback worlds' pool)."""
+    from executor.inputs import load_dag
+
+    return load_dag(os.path.join(ROOT, "examples", "example_pool.jsonl"), 0)[0]

@@ -283,18 +283,17 @@ def _write(root: Path, rel: str, text: str) -> None:
 
 def test_checker_flags_a_synthetic_violation(tmp_path):
     """A tiny fake project: the engine importing the CLI lazily, a loader importing the engine."""
-    _write(tmp_path, "simulator/__init__.py", "")
-    _write(tmp_path, "simulator/base/__init__.py", "")
-    _write(tmp_path, "simulator/base/errors.py", "")
-    _write(tmp_path, "simulator/pools/__init__.py", "")
-    _write(tmp_path, "simulator/pools/pool.py", "from ..base.errors import X\n")
-    _write(tmp_path, "simulator/engine/__init__.py", "")
-    _write(tmp_path, "simulator/engine/loop.py", "from ..pools import pool\n\ndef f():\n    from ..cli.main import main\n")
-    _write(tmp_path, "simulator/cli/__init__.py", "")
-    _write(tmp_path, "simulator/cli/main.py", "from simulator.engine.loop import f\n")
-    _write(tmp_path, "codeflow/__init__.py", "")
-    _write(tmp_path, "codeflow/dataset.py", "import simulator.engine.loop\nfrom simulator.pools import pool\n")
-    _write(tmp_path, "simulator/mystery.py", "")
+    files = {
+        "simulator/__init__.py": "", "simulator/base/__init__.py": "", "simulator/base/errors.py": "",
+        "simulator/pools/__init__.py": "", "simulator/pools/pool.py": "from ..base.errors import X\n",
+        "simulator/engine/__init__.py": "",
+        "simulator/engine/loop.py": "from ..pools import pool\n\ndef f():\n    from ..cli.main import main\n",
+        "simulator/cli/__init__.py": "", "simulator/cli/main.py": "from simulator.engine.loop import f\n",
+        "codeflow/__init__.py": "", "codeflow/dataset.py": "import simulator.engine.loop\nfrom simulator.pools import pool\n",
+        "simulator/mystery.py": "",
+    }
+    for path, text in files.items():
+        _write(tmp_path, path, text)
     graph = import_graph(tmp_path)
     assert graph["simulator.pools.pool"] == [("simulator.base.errors", 1)]
     got = layer_violations(graph)

@@ -13,7 +13,6 @@ import pytest
 
 from executor.clock import Clock
 from executor.hostile import FAULT_CLASSES, HostileWorld
-from executor.inputs import load_dag
 from executor.world import World
 from tests.executor_helpers import POOL
 from tests.gateway_helpers import LiteLLMProxy, WorldThread, gateway_endpoints, litellm_proxy_missing
@@ -30,13 +29,13 @@ CLASSES = list(FAULT_CLASSES)
 
 
 @pytest.fixture(scope="module")
-def pool():
-    return load_dag(POOL, 0)[0]
+def pool(dag0_pool):
+    return dag0_pool
 
 
 @pytest.fixture(scope="module")
-def world(pool):
-    with WorldThread(World(pool, seed=2, clock=Clock(SCALE))) as w:
+def world(dag0_pool):
+    with WorldThread(World(dag0_pool, seed=2, clock=Clock(SCALE))) as w:
         yield w
 
 

@@ -9,7 +9,6 @@ import httpx
 import pytest
 
 from executor.clock import Clock
-from executor.inputs import load_dag
 from executor.world import Faults, World
 from simulator.base.errors import ConfigError
 from tests.executor_helpers import POOL, cli
@@ -32,13 +31,13 @@ def headers(node: int = 1, trial: int = 3, attempt: int = 0, dag: int = 0) -> di
 
 
 @pytest.fixture(scope="module")
-def pool():
-    return load_dag(POOL, 0)[0]
+def pool(dag0_pool):
+    return dag0_pool
 
 
 @pytest.fixture(scope="module")
-def world(pool):
-    with WorldThread(World(pool, seed=1, clock=Clock(SCALE))) as w:
+def world(dag0_pool):
+    with WorldThread(World(dag0_pool, seed=1, clock=Clock(SCALE))) as w:
         yield w
 
 

@@ -39,23 +39,14 @@ from typing import Any, NamedTuple
 from simulator.base.errors import ConfigError
 from simulator.base.validation import did_you_mean
 
-COMPILED_BASELINE = "compiled_baseline"
-PYTHON_POLICY = "python_policy"
-KINDS = (COMPILED_BASELINE, PYTHON_POLICY)
-PER_ATTEMPT = "per_attempt"
-ATOMIC = "atomic"
-LAUNCH_RULES = (PER_ATTEMPT, ATOMIC)
+KINDS = (COMPILED_BASELINE, PYTHON_POLICY) = ("compiled_baseline", "python_policy")
+LAUNCH_RULES = (PER_ATTEMPT, ATOMIC) = ("per_attempt", "atomic")
 #: the two launch rules under the ``live`` execution rules (simulator.engine.live_rules)
-LIVE_ATOMIC = "live_atomic"
-LIVE_PER_ATTEMPT = "live_per_attempt"
-LIVE_LAUNCH_RULES = (LIVE_PER_ATTEMPT, LIVE_ATOMIC)
-SCORED = "scored"
-HARD = "hard"
-DEADLINE_RULES = (SCORED, HARD)
+LIVE_LAUNCH_RULES = (LIVE_PER_ATTEMPT, LIVE_ATOMIC) = ("live_per_attempt", "live_atomic")
+DEADLINE_RULES = (SCORED, HARD) = ("scored", "hard")
 
 #: execution-rule modes of a run (setting EXECUTION_RULES, flag --execution-rules; docs/semantics.md)
-PUBLISHED = "published"
-LIVE = "live"
+PUBLISHED, LIVE = "published", "live"
 EXECUTION_RULES = (PUBLISHED, ATOMIC, PER_ATTEMPT, LIVE)
 
 _VARIANT = re.compile(r"^([A-Za-z0-9_]+)\[(.*)\]$")
