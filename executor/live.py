@@ -593,9 +593,9 @@ class LiveRun:
         start = LiveState(self.completed.copy(), self.attempt_no.copy(), flights)
         if self._twin is None:  # the method's own policy object for the estimate's episodes
             self._twin = policy_for(self.method, self.params, None, self.wf.stats.model_ids, self.launch_rule)[0]
-        return calibrated_estimate(self.plan_arr, self._twin, budget_left, time_left, start, self.seed,
-                                   self.wf.dag_row, self.opt.calibrated_episodes,
-                                   self.launch_rule == LIVE_PER_ATTEMPT)
+        return calibrated_estimate(self.plan_arr, self._twin, budget_left, time_left, start, seed=self.seed,
+                                   dag=self.wf.dag_row, episodes=self.opt.calibrated_episodes,
+                                   per_attempt=self.launch_rule == LIVE_PER_ATTEMPT)
 
     # -- launches --------------------------------------------------------------------------
 

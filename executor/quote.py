@@ -74,7 +74,7 @@ def _rates(pool, pos, method, budgets, deadline, trials, settings) -> np.ndarray
     return s.successes[:, 0] / len(trials)
 
 
-def quote(pool, pos: int, method: str, deadline: float, target: float, trials: int, seed: int = 0,
+def quote(pool, pos: int, method: str, deadline: float, target: float, trials: int, *, seed: int = 0,
           cost_mode: str = "token_cost_mean", asked_budget: float | None = None, rules: str = LIVE) -> Quote:
     """The quote (see the module docstring)."""
     t0 = time.perf_counter()
@@ -168,8 +168,8 @@ def cmd_quote(argv: Sequence[str]) -> int:
         deadline = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False) * \
             nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
     asked = None if args.budget is None else check_number(args.budget, "--budget", "flag", lo=0.0, lo_inclusive=False)
-    q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed, cost_mode, asked,
-              args.execution_rules)
+    q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed=seed, cost_mode=cost_mode,
+              asked_budget=asked, rules=args.execution_rules)
     unit = "tokens" if cost_mode == "token_cost_mean" else "dollars"
     print(json.dumps(q.__dict__) if args.json else format_quote(q, unit), flush=True)
     if q.budget is None:

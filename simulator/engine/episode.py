@@ -180,7 +180,7 @@ def run_policy_episode(
     or ends the episode, so the loop is bounded too).
     """
     if launch in LIVE_LAUNCH_RULES:
-        return run_live_episode(arr, policy, budget, deadline, seed, dag, trial, max_events,
+        return run_live_episode(arr, policy, budget, deadline, seed, dag, trial, max_events=max_events,
                                 per_attempt=launch == LIVE_PER_ATTEMPT)
     if launch not in LAUNCH_RULES:
         raise ValueError(f"launch rule {launch!r} is not one of {', '.join(LAUNCH_RULES + LIVE_LAUNCH_RULES)}")

@@ -111,7 +111,7 @@ def draw_batch(arr: DagArrays, key0, v: int, j: int, a0: int, reservations: np.n
     return lat, passed, charges
 
 
-def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, seed: int, dag: int, trial: int,
+def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, seed: int, dag: int, trial: int, *,
                      max_events: int, per_attempt: bool, start: LiveState | None = None):
     """One episode of ``policy`` under live rules (per-attempt launch for the baselines, atomic otherwise).
 
@@ -319,7 +319,7 @@ def launch_per_attempt_live(arr, st, tables: LiveRulesArrays, batches, ready, mo
 CALIBRATION_SEED_OFFSET = 1_000_003
 
 
-def calibrated_estimate(arr: DagArrays, policy, budget_left: float, time_left: float, start: LiveState | None,
+def calibrated_estimate(arr: DagArrays, policy, budget_left: float, time_left: float, start: LiveState | None, *,
                         seed: int, dag: int, episodes: int, per_attempt: bool = False) -> float:
     """What the user gets from here: the on-time rate of ``episodes`` whole episodes of the method, as it runs.
 
@@ -334,6 +334,6 @@ def calibrated_estimate(arr: DagArrays, policy, budget_left: float, time_left: f
     wins = 0
     for s in range(int(episodes)):
         r = run_live_episode(arr, policy, float(budget_left), float(time_left), int(seed) + CALIBRATION_SEED_OFFSET,
-                             dag, s, MAX_EVENTS, per_attempt, start)
+                             dag, s, max_events=MAX_EVENTS, per_attempt=per_attempt, start=start)
         wins += int(r.success and r.makespan <= time_left)
     return wins / max(1, int(episodes))
