@@ -212,3 +212,17 @@ def diamond_dag() -> dict:
     nodes = [make_node(0, [], [1, 2], p=0.7, lat=2.0, cost=100.0), make_node(1, [0], [3], p=0.6, lat=3.0, cost=100.0),
              make_node(2, [0], [3], p=0.6, lat=4.0, cost=100.0), make_node(3, [1, 2], [], p=0.7, lat=2.0, cost=100.0)]
     return {"problem_id": "diamond", "dag_kind": "test", "nodes": nodes}
+
+
+def test_plan_events_carry_the_calibrated_estimate_on_request():
+    from executor.live import Options
+    from tests.executor_helpers import nominal, run_one, workflow
+
+    pool, wf = workflow()
+    B, D = nominal(wf)
+    _, _, tr = run_one(wf, pool, "mc_portfolio_rollout", 2 * B, 4 * D, params={"M": 8},
+                       options=Options(warm_up=True, calibrated_episodes=5))
+    plans = [e for e in tr.events if e["event"] == "plan" and e["action"]]
+    assert plans and all(0.0 <= e["calibrated_estimate"] <= 1.0 for e in plans)
+    _, _, tr = run_one(wf, pool, "mc_portfolio_rollout", 2 * B, 4 * D, params={"M": 8}, options=Options(warm_up=True))
+    assert all("calibrated_estimate" not in e for e in tr.events if e["event"] == "plan")  # off by default
