@@ -1,6 +1,6 @@
 """The analysis's libraries imported ahead, while the last shards run (imports only the standard library).
 
-pandas, pyarrow (the Parquet tables), scipy.stats (the exact test of the
+pandas, pyarrow (the Parquet tables), scipy.special (the exact test of the
 paired table) and matplotlib take one to two seconds of one core to import.
 ``local`` starts :func:`start_prefetch` when the first worker finds no shard
 left to claim: from then on a core is free, and the imports run there
@@ -17,7 +17,7 @@ _threads: list[threading.Thread] = []
 _lock = threading.Lock()
 
 #: imported in this order; matplotlib last, with its non-interactive backend (harness.plots._mpl)
-MODULES = ("pandas", "pyarrow", "pyarrow.parquet", "scipy.stats")
+MODULES = ("pandas", "pyarrow", "pyarrow.parquet", "scipy.special")
 
 
 def _work() -> None:
