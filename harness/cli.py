@@ -192,6 +192,8 @@ def act_local(args, v) -> int:
     timings["analysis"] = ans["timings"]
     if "import_wait_s" in ans:  # the analysis ran in its host: how long it waited for the host's imports
         timings["analysis_import_wait_s"] = ans["import_wait_s"]
+    cpu = os.times()  # CPU seconds of this process and of the processes it waited for (hosts, analysis)
+    timings["cpu_s"], timings["children_cpu_s"] = cpu.user + cpu.system, cpu.children_user + cpu.children_system
     _write_timings(rd, timings)
     print()
     print(ans["main_table_text"])
