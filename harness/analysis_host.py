@@ -107,6 +107,9 @@ def release() -> None:
 
 
 def _serve() -> None:  # pragma: no cover - runs in the host (tests drive it through `local`)
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for `local`; this process ends at end of input
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything the analysis prints goes where the caller's errors go, never on the answer channel
     sys.stdout = sys.stderr
