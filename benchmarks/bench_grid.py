@@ -289,17 +289,18 @@ def phase_table(runs: list[dict], what: str) -> list[str]:
         return []
 
     def med(key, sub=None):
-        return statistics.median((r[sub][key] if sub else r[key]) or 0.0 for r in runs)
+        return statistics.median(((r.get(sub) or {}).get(key) if sub else r.get(key)) or 0.0 for r in runs)
 
     wall = med("wall_s")
     rows = [
         ("start-up: interpreter, imports, settings check", med("start_s")),
         ("prepare: validation, pool index, job list (the shard hosts start meanwhile)", med("prepare_s")),
         ("shards: every shard on the workers (warm-up included when cold)", med("shards_s")),
-        ("merge", med("merge_s")),
+        ("merge (the analysis's process imports its libraries meanwhile)", med("merge_s")),
+        ("analysis: waiting for its process's imports", med("analysis_import_wait_s")),
         ("analysis: loading the merged records", med("load_s", "analysis")),
         ("analysis: tables (the figures are drawn meanwhile, in worker processes)", med("tables_s", "analysis")),
-        ("analysis: waiting for the figures", med("plots_wait_s", "analysis")),
+        ("analysis: the figures left (drawn there too) and waiting for the workers", med("plots_wait_s", "analysis")),
         ("analysis: report", med("report_s", "analysis")),
         ("the rest: printing, interpreter exit, bash", med("rest_s")),
     ]

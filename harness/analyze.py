@@ -34,7 +34,7 @@ import pandas as pd
 from simulator.base.errors import UserError
 from simulator.base.io_utils import atomic_write_text
 from simulator.base.scoring import paired_difference, wilson_interval
-from simulator.engine.loop import REASONS
+from simulator.engine.reasons import REASONS
 
 from .latex import main_table_tex
 from .merge import load_report

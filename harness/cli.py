@@ -160,10 +160,12 @@ def act_local(args, v) -> int:
     n = v["N_WORKERS"] or variables.cores()
     release_dead_claims(rd)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
-    from .prefetch import start_prefetch
+    from . import analysis_host
 
     t = time.perf_counter()
-    run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=start_prefetch)
+    # when a core is free (the first worker has no shard left) the analysis's process starts importing its
+    # libraries there, beside the last shards and the merge (harness/analysis_host.py)
+    run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=analysis_host.start)
     timings["shards_s"] = time.perf_counter() - t
     stale = v["STALE_SECONDS"]
     from .state import ShardState
@@ -173,20 +175,29 @@ def act_local(args, v) -> int:
         print(render_status(rd, stale))
         print(unfinished_message(rd, stale), file=sys.stderr)
         return 1
-    from .analyze import analyze_run
     from .merge import merge
 
     t = time.perf_counter()
     merge(rd)
     timings["merge_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    res = analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
+    host = analysis_host.take()
+    ans = host.analyze(rd.merged, rd.analysis, v["PLOT_FORMATS"]) if host is not None else None
+    if not (ans and ans.get("ok")):  # no host, or it failed: the analysis here (raising the real error)
+        from .analyze import analyze_run
+
+        res = analyze_run(rd.merged, rd.analysis, formats=v["PLOT_FORMATS"])
+        ans = {"main_table_text": res.main_table_text, "report_path": res.report_path, "timings": res.timings}
     timings["analysis_s"] = time.perf_counter() - t
-    timings["analysis"] = res.timings
+    timings["analysis"] = ans["timings"]
+    if "import_wait_s" in ans:  # the analysis ran in its host: how long it waited for the host's imports
+        timings["analysis_import_wait_s"] = ans["import_wait_s"]
+    cpu = os.times()  # CPU seconds of this process and of the processes it waited for (hosts, analysis)
+    timings["cpu_s"], timings["children_cpu_s"] = cpu.user + cpu.system, cpu.children_user + cpu.children_system
     _write_timings(rd, timings)
     print()
-    print(res.main_table_text)
-    print(f"\nreport: {res.report_path}")
+    print(ans["main_table_text"])
+    print(f"\nreport: {ans['report_path']}")
     return 0
 
 
@@ -461,9 +472,11 @@ def main(argv: list[str] | None = None) -> int:
             return which(args, v)
         finally:
             if which is act_local:
+                from . import analysis_host
                 from .hosts import release_spare_hosts
 
                 release_spare_hosts()  # none is left after the shards; any left by a refusal end here
+                analysis_host.release()  # an analysis host nobody asked (shards left unfinished)
 
     return run_cli(run)
 

@@ -291,8 +291,12 @@ def plot_jobs(summary, best, cells, labels, out_dir: str, run: dict) -> list[_Jo
     return jobs
 
 
-def _fork_render(jobs: list[_Job], formats) -> int:
-    """Draw ``jobs`` in a forked child; its pid (the child ends with os._exit: no atexit work of the parent)."""
+def _fork_render(jobs: list[_Job], formats, queue: int, done: int) -> int:
+    """A forked child drawing jobs taken from ``queue`` (job numbers) and reporting each on ``done``; its pid.
+
+    The child ends with os._exit (no atexit work of the parent); a figure that fails ends it with 1 (the parent
+    draws what was not reported done, raising the real error in its own process).
+    """
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -300,39 +304,81 @@ def _fork_render(jobs: list[_Job], formats) -> int:
         return pid
     code = 1
     try:
-        for job in jobs:
-            _draw_figure(job, formats)
+        while True:
+            i = _take(queue)
+            if i is None:
+                break
+            _draw_figure(jobs[i], formats)
+            os.write(done, i.to_bytes(_WIDTH, "little"))
         code = 0
-    except BaseException:  # the parent draws these again and raises the real error in its own process
+    except BaseException:  # the parent draws it again and raises the real error in its own process
         pass
     finally:
         os._exit(code)
 
 
+#: bytes of a job number in the queue (one read takes one job: the queue is filled before any reader starts)
+_WIDTH = 2
+#: at most this many jobs are queued (they must fit in a pipe's buffer, written before the children start)
+_MAX_QUEUED = 2048
+
+
+def _take(queue: int) -> int | None:
+    """The next job number of the queue, None when it is empty."""
+    b = os.read(queue, _WIDTH)
+    return int.from_bytes(b, "little") if len(b) == _WIDTH else None
+
+
 class PlotJobs:
-    """Figures being drawn (:func:`start_plots`); :meth:`wait` returns their PNG paths in order."""
+    """Figures being drawn (:func:`start_plots`); :meth:`wait` returns their PNG paths in order.
+
+    The worker processes take the figures one at a time from a queue (a pipe
+    holding the job numbers, the heaviest figure first), so none waits for
+    another's share; the caller, once done with its own work, draws what is
+    left in :meth:`wait` too.
+    """
 
     def __init__(self, jobs: list[_Job], formats, workers: int) -> None:
         self.jobs, self.formats = jobs, tuple(formats)
-        self.children: list[tuple[int, list[_Job]]] = []
-        if workers > 1 and len(jobs) > 1 and hasattr(os, "fork"):
+        self.children: list[int] = []
+        self._queue = self._done = -1
+        if workers > 1 and 1 < len(jobs) <= _MAX_QUEUED and hasattr(os, "fork"):
             _mpl()  # import matplotlib once, before the fork: the children inherit it
-            k = min(workers, len(jobs))
-            for i in range(k):
-                # round robin: the children's shares are about even
-                self.children.append((_fork_render(jobs[i::k], self.formats), jobs[i::k]))
+            queue, feed = os.pipe()
+            os.write(feed, b"".join(i.to_bytes(_WIDTH, "little") for i in range(len(jobs))))
+            os.close(feed)
+            done, report = os.pipe()
+            try:
+                for _ in range(min(workers, len(jobs))):
+                    self.children.append(_fork_render(jobs, self.formats, queue, report))
+            finally:
+                os.close(report)
+            self._queue, self._done = queue, done
         else:
             for job in jobs:
                 _draw_figure(job, self.formats)
 
     def wait(self) -> list[str]:
-        """Wait for the children; a child that failed has its figures drawn here (raising the real error)."""
+        """Draw what is left, wait for the children; what a failed child did not draw is drawn here (raising)."""
+        if not self.children and self._queue < 0:
+            return [job[0] for job in self.jobs]
         children, self.children = self.children, []
-        for pid, jobs in children:
-            _, status = os.waitpid(pid, 0)
-            if os.waitstatus_to_exitcode(status) != 0:
-                for job in jobs:
-                    _draw_figure(job, self.formats)
+        drawn = set()
+        try:
+            while (i := _take(self._queue)) is not None:
+                _draw_figure(self.jobs[i], self.formats)
+                drawn.add(i)
+        finally:
+            for pid in children:
+                os.waitpid(pid, 0)
+            with os.fdopen(self._done, "rb") as fh:
+                reported = fh.read()
+            os.close(self._queue)
+            self._queue = self._done = -1
+        drawn.update(int.from_bytes(reported[k:k + _WIDTH], "little") for k in range(0, len(reported), _WIDTH))
+        for i, job in enumerate(self.jobs):
+            if i not in drawn:
+                _draw_figure(job, self.formats)
         return [job[0] for job in self.jobs]
 
 

@@ -1,12 +1,14 @@
-"""The analysis's libraries imported ahead, while the last shards run (imports only the standard library).
+"""The analysis's libraries imported ahead (imports only the standard library).
 
-pandas, pyarrow (the Parquet tables), scipy.stats (the exact test of the
-paired table) and matplotlib take one to two seconds of one core to import.
-``local`` starts :func:`start_prefetch` when the first worker finds no shard
-left to claim: from then on a core is free, and the imports run there
-instead of on the analysis's path. :func:`harness.analyze.analyze_run` waits
-for the thread first (:func:`join_prefetch`), so nothing is half imported
-when the figures' worker processes fork. Importing changes no result.
+pandas, pyarrow (the Parquet tables), scipy.special (the exact test of the
+paired table) and matplotlib take about a second of one core to import.
+``local`` imports :data:`MODULES` in the analysis's own process
+(``harness/analysis_host.py``), started when a core frees up;
+:func:`start_prefetch` imports them in a background thread of the calling
+process instead, for a caller that analyses in its own process.
+:func:`harness.analyze.analyze_run` waits for such a thread first
+(:func:`join_prefetch`), so nothing is half imported when the figures'
+worker processes fork. Importing changes no result.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ _threads: list[threading.Thread] = []
 _lock = threading.Lock()
 
 #: imported in this order; matplotlib last, with its non-interactive backend (harness.plots._mpl)
-MODULES = ("pandas", "pyarrow", "pyarrow.parquet", "scipy.stats")
+MODULES = ("pandas", "pyarrow", "pyarrow.parquet", "scipy.special")
 
 
 def _work() -> None:

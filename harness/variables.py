@@ -388,9 +388,9 @@ VARIABLES: tuple[Var, ...] = (
         "budget", "grid"),
     Var("DEADLINE_RATIOS", "1.0", Values(), "deadline axis, multiples of each DAG's nominal deadline", "grid"),
     # --- costs -------------------------------------------------------------------------------------------------
-    Var("BUDGET_COST_MODE", "token_cost_mean", Lazy("simulator.costs.charges:normalize_cost_mode",
+    Var("BUDGET_COST_MODE", "token_cost_mean", Lazy("simulator.costs.modes:normalize_cost_mode",
         "`token`, `money`, `cost`, `latency` or the long names"), "what the budget counts", "run"),
-    Var("LATENCY_DIST", "lognormal", LazyChoice("simulator.costs.arrays:LATENCY_DISTS"), "parametric latency "
+    Var("LATENCY_DIST", "lognormal", LazyChoice("simulator.costs.modes:LATENCY_DISTS"), "parametric latency "
         "distribution", "run"),
     Var("PRICE_FILE", "", Path(), "JSON `{model: $ per 1M output tokens}` over the default prices (money mode)",
         "run"),

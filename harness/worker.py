@@ -125,6 +125,8 @@ class ShardRunner:
         self._host: ShardHost | None = None
         self._host_broken = False
         self._trusted: set[str] = set() if trusted is None else trusted  # done shards whose parts were checked
+        #: called with n after this runner claims shard n (``local``: the last shard claimed frees a core soon)
+        self.on_claimed: Callable[[int], None] | None = None
 
     def done_and_verified(self, sid: str, spec) -> bool:
         """Whether shard ``sid`` is done and its parts still verify (size, fingerprint, counts, content hash).
@@ -163,6 +165,8 @@ class ShardRunner:
         attempt = len(st.failures(sid)) + 1
         if not st.claim(sid, self.worker, {"attempt": attempt}):
             return "busy"
+        if self.on_claimed is not None:
+            self.on_claimed(n)
         try:
             if self.done_and_verified(sid, spec):
                 return "skip"
@@ -386,8 +390,9 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
               on_idle: Callable[[], None] | None = None) -> dict[str, int]:  # fmt: skip
     """Run every pending shard on this machine with ``n_workers`` parallel shard processes.
 
-    ``on_idle`` is called once, from a worker thread, when the first worker finds no shard left to claim (a
-    core is free from then on: ``local`` starts importing the analysis's libraries there).
+    ``on_idle`` is called once, from a worker thread, when a worker claims the last shard or finds no shard
+    left to claim, whichever comes first: a core is (about to be) free from then on, and ``local`` starts the
+    analysis's process there, whose imports fill the gap between the first worker's end and the last's.
     """
     from .variables import cores
 
@@ -418,17 +423,23 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
     trusted: set[str] = set()  # shared by the workers: each done shard's parts are read once
     idle_called: list[bool] = []
 
+    def idle() -> None:
+        with lock:
+            first_idle = on_idle is not None and not idle_called and not stop.is_set()
+            idle_called.append(True)
+        if first_idle:
+            on_idle()
+
+    last = len(rd.shards) - 1
+
     def work() -> None:
         try:
             runner = ShardRunner(rd, opts, stop, log=log, trusted=trusted)
+            runner.on_claimed = lambda n: idle() if n == last else None
             for k, v in auto_loop(runner).items():
                 with lock:
                     counts[k] = counts.get(k, 0) + v
-            with lock:
-                first_idle = on_idle is not None and not idle_called and not stop.is_set()
-                idle_called.append(True)
-            if first_idle:
-                on_idle()
+            idle()
         except Exception as exc:  # a raw thread traceback would land before the final status
             from simulator.base.errors import (
                 describe_access_error,

@@ -13,6 +13,7 @@ with a ``METHODS`` tuple plus its line below (``docs/adding_a_policy.md``).
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,9 +29,109 @@ METHOD_MODULES: tuple[str, ...] = (
     "simulator.policies.cheapest_first",  # the example of docs/adding_a_policy.md
 )
 
+#: an entry's functions (loaded with its module when first called, for the modules of the light table)
+CALLABLES = ("rule", "factory", "check_params", "check_dag")
+#: the light table of the registered methods, generated from their modules (``python -m simulator.methods``)
+TABLE_MODULE = "simulator.method_table"
+
+
+class Deferred:
+    """One function of a method's entry, taken from the entry in the method's module when first called.
+
+    The entries of the modules in the light table (:data:`TABLE_MODULE`) are
+    built from the table, with these in place of their functions: naming,
+    checking and listing methods (the settings check of ``prepare``) then
+    imports none of the kernels' modules (nor numba); running one imports
+    its module, as before.
+    """
+
+    __slots__ = ("module", "name", "attr")
+
+    def __init__(self, module: str, name: str, attr: str) -> None:
+        self.module, self.name, self.attr = module, name, attr
+
+    def __call__(self, *args, **kwargs):
+        return getattr(module_specs(self.module)[self.name], self.attr)(*args, **kwargs)
+
+    def __reduce__(self):
+        return (Deferred, (self.module, self.name, self.attr))
+
+    def __repr__(self) -> str:
+        return f"<{self.attr} of {self.name} in {self.module}, loaded when first called>"
+
+
+_LOADED: dict[str, dict[str, MethodSpec]] = {}
+
+
+def table_row(spec: MethodSpec) -> dict[str, Any]:
+    """What the light table holds of an entry: every field but its functions, and which functions it has."""
+    import dataclasses
+
+    row = {}
+    for f in dataclasses.fields(spec):
+        value = getattr(spec, f.name)
+        if f.name in CALLABLES:
+            continue
+        if isinstance(value, Mapping):
+            value = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING or value != default:
+            row[f.name] = value
+    row["callables"] = tuple(f for f in CALLABLES if getattr(spec, f) is not None)
+    return row
+
+
+def module_specs(module: str) -> dict[str, MethodSpec]:
+    """The entries of ``module`` as the module declares them (imported once), checked against the light table."""
+    if module not in _LOADED:
+        specs = {s.name: s for s in importlib.import_module(module).METHODS}
+        rows = _table().get(module)
+        if rows is not None and [table_row(s) for s in specs.values()] != list(rows):
+            raise RuntimeError(f"{TABLE_MODULE} is out of date for {module} (its METHODS changed): regenerate it "
+                               "with `python -m simulator.methods`")  # fmt: skip
+        _LOADED[module] = specs
+    return _LOADED[module]
+
+
+def _table() -> dict[str, tuple]:
+    try:
+        return importlib.import_module(TABLE_MODULE).TABLE
+    except ImportError:  # no table: every module is imported
+        return {}
+
+
+def _light_spec(module: str, row: Mapping[str, Any]) -> MethodSpec:
+    fields = {k: v for k, v in row.items() if k != "callables"}
+    fns = {f: Deferred(module, row["name"], f) for f in row["callables"]}
+    return MethodSpec(**fields, **fns)
+
+
+def write_table(path: str | None = None) -> str:
+    """Regenerate the light table from the modules' ``METHODS`` (every module of :data:`METHOD_MODULES`)."""
+    import os
+
+    table = {m: tuple(table_row(s) for s in importlib.import_module(m).METHODS) for m in METHOD_MODULES}
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "method_table.py")
+    text = ('"""The light table of the registered methods: every field of each entry but its functions.\n\n'
+            "Generated from the ``METHODS`` of the modules of :data:`simulator.methods.METHOD_MODULES` by\n"
+            "``python -m simulator.methods``; do not edit. :mod:`simulator.methods` builds the entries of these\n"
+            "modules from it without importing them (no kernels, no numba), and checks it against a module's\n"
+            'own entries when the module is loaded (tests/test_registry.py checks all of them).\n"""\n\n'
+            "TABLE = {\n" + "".join(f"    {m!r}: (\n" + "".join(f"        {r!r},\n" for r in rows) + "    ),\n"
+                                     for m, rows in table.items()) + "}\n")  # fmt: skip
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
 REGISTRY = Registry()
+_TABLE = _table()
 for _module in METHOD_MODULES:
-    for _spec in importlib.import_module(_module).METHODS:
+    if _module in _TABLE:
+        _specs = [_light_spec(_module, row) for row in _TABLE[_module]]
+    else:  # a module the table does not know (e.g. a policy just added): its entries as they are
+        _specs = list(module_specs(_module).values())
+    for _spec in _specs:
         REGISTRY.register(_spec)
 
 METHOD_SETS: dict[str, tuple[str, ...]] = REGISTRY.sets()
@@ -98,6 +199,8 @@ def uses_planning(methods: list[str]) -> bool:
 
 __all__ = [
     "BASELINE_METHODS",
+    "CALLABLES",
+    "Deferred",
     "MCPP",
     "METHOD_MODULES",
     "METHOD_ORDER",
@@ -110,4 +213,9 @@ __all__ = [
     "resolve_methods",
     "uses_planning",
     "uses_settings",
+    "write_table",
 ]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(write_table(sys.argv[1] if len(sys.argv) > 1 else None))

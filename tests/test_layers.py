@@ -82,6 +82,7 @@ LAYERS: list[tuple[str, str]] = [
     ("simulator.policies", "planner"),  # Python policies added through the registry (docs/adding_a_policy.md)
     ("simulator.policies.*", "planner"),
     ("simulator.methods", "methods"),
+    ("simulator.method_table", "methods"),  # the light table of the registry (generated, data only)
     ("simulator.simulate", "methods"),
     ("simulator.checks", "methods"),  # the conformance battery every registered policy passes
     ("simulator.prewarm_groups", "methods"),

@@ -176,3 +176,81 @@ def test_a_set_given_where_one_method_is_taken_says_so():
         method_spec("baselines", "--method")
     with pytest.raises(ConfigError, match=r"did you mean 'sequential_4' or 'sequential_64'\?"):
         method_spec("seq4", "--method")
+
+
+def test_the_light_table_is_the_modules_entries_and_regenerates_to_the_same_file(tmp_path):
+    """simulator/method_table.py holds every field of each module's entries but the functions (and which exist)."""
+    import importlib
+
+    from simulator import method_table, methods
+
+    assert tuple(method_table.TABLE) == methods.METHOD_MODULES
+    for module, rows in method_table.TABLE.items():
+        specs = importlib.import_module(module).METHODS
+        assert [methods.table_row(s) for s in specs] == list(rows), f"regenerate: python -m simulator.methods ({module})"
+        assert methods.module_specs(module) == {s.name: s for s in specs}  # loads and checks against the table
+    out = tmp_path / "method_table.py"
+    methods.write_table(str(out))
+    assert out.read_text(encoding="utf-8") == open(method_table.__file__, encoding="utf-8").read()
+
+
+def test_registry_entries_run_their_modules_functions_when_called():
+    """The registry's entries come from the light table; a function is its module's own, loaded when first called."""
+    import pickle
+
+    from simulator.baselines.compiled import METHODS as COMPILED
+    from simulator.methods import Deferred
+
+    spec = method_spec("sequential_4")
+    assert isinstance(spec.rule, Deferred)
+    assert pickle.loads(pickle.dumps(spec.rule)).name == "sequential_4"
+    own = {s.name: s for s in COMPILED}["sequential_4"]
+    arr = dag_arrays(load_pool_for_registry(), 0, CostSetting())
+    assert repr(spec.rule(arr)) == repr(own.rule(arr))
+    variant = method_spec("mc_portfolio_rollout[crn]")
+    with pytest.raises(ConfigError, match="M"):
+        method_spec("mc_portfolio_rollout[M=0]")  # check_params: MCPP's own check, through its module
+    assert variant.factory.name == "mc_portfolio_rollout" and variant.params == {"evaluation": "crn"}
+
+
+def load_pool_for_registry():
+    import os
+
+    return load_pool(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                                  "example_pool.jsonl"))  # fmt: skip
+
+
+def test_naming_and_checking_methods_imports_no_kernel_module():
+    """The settings check (METHOD_SET, BUDGET_COST_MODE, LATENCY_DIST, ...) imports neither numba nor numpy."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import os, sys\nfrom harness import variables\n"
+            "env = {**os.environ, 'METHOD_SET': 'all,further,MCPP', 'BUDGET_COST_MODE': 'money', 'LATENCY_DIST': 'gamma'}\n"
+            "for action in ('local', 'prepare'):\n    variables.check_environment(env, action)\n"
+            "from simulator.methods import resolve_methods, method_spec, is_baseline\n"
+            "resolve_methods('all'); method_spec('MCPP'); is_baseline('uniform')\n"
+            "import harness.analyze, harness.plots, harness.merge, harness.worker\n"
+            "print(sorted(m for m in ('numba', 'numpy', 'simulator.mcpp.policy', 'simulator.baselines.compiled') "
+            "if m in sys.modules))")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("METHOD_SET", "BUDGET_COST_MODE", "LATENCY_DIST")}
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, env={**env, "PYTHONPATH": root}, capture_output=True,
+                       text=True, check=True)  # fmt: skip
+    # the analysis needs numpy (pandas), never numba nor the kernels
+    assert r.stdout.split("\n")[-2] == "['numpy']", r.stdout + r.stderr
+
+
+def test_the_light_termination_reasons_are_the_event_loops():
+    from simulator.engine.loop import REASONS as LOOP
+    from simulator.engine.reasons import REASONS
+
+    assert REASONS == LOOP
+
+
+def test_the_light_cost_mode_and_latency_names_are_the_charges_and_arrays_ones():
+    from simulator.costs import arrays, charges, modes
+
+    assert charges.COST_MODES == modes.COST_MODES and arrays.LATENCY_DISTS == modes.LATENCY_DISTS
+    assert charges.normalize_cost_mode("money") == "output_money_cost_mean"

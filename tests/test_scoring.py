@@ -56,3 +56,15 @@ def test_paired_difference_with_too_few_pairs(n):
     # no interval can be estimated: the whole range, as the Wilson interval at n = 0
     assert (r["ci_low"], r["ci_high"], r["ci_low_dag"], r["ci_high_dag"]) == (-1.0, 1.0, -1.0, 1.0)
     assert math.isnan(r["diff"]) if n == 0 else r["diff"] == 1.0
+
+
+def test_the_sign_test_is_scipys_binomtest_bit_for_bit():
+    """paired_difference's McNemar p-value without importing scipy.stats: the same float as binomtest."""
+    from scipy.stats import binomtest
+
+    from simulator.base.scoring import sign_test_p
+
+    cases = [(k, n) for n in range(1, 61) for k in range(n + 1)]
+    cases += [(k, n) for n in (199, 200, 1000, 4001) for k in (0, 1, n // 3, n // 2 - 1, n // 2, n // 2 + 1, n - 1, n)]
+    for k, n in cases:
+        assert sign_test_p(k, n) == float(binomtest(k, n, 0.5).pvalue), (k, n)

@@ -75,6 +75,7 @@ def test_local_records_its_phase_timings_and_each_shard_its_pool_reading(tmp_pat
     assert {"start_s", "prepare_s", "shards_s", "merge_s", "analysis_s"} <= set(t)
     assert all(t[k] >= 0 for k in ("prepare_s", "shards_s", "merge_s", "analysis_s"))
     assert {"load_s", "tables_s", "plots_wait_s", "report_s"} == set(t["analysis"])
+    assert t["analysis_import_wait_s"] >= 0 and t["cpu_s"] > 0  # the analysis ran in its own process
     logs = "".join(open(os.path.join(rd.logs, f), encoding="utf-8").read() for f in os.listdir(rd.logs)
                    if f.endswith(".log"))  # fmt: skip
     assert "(reading the pool " in logs
@@ -87,3 +88,29 @@ def test_local_refusing_a_setting_is_one_line_with_hosts_started_early(tmp_path)
     r = harness("local", env, "--no-progress", check=False)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "METHOD_SET (environment): unknown method(s) 'nope'" in r.stderr
+
+
+def test_the_analysis_process_gives_the_same_files_as_analyze_and_a_dead_one_leaves_it_to_the_caller(tmp_path):
+    from harness import analysis_host
+    from harness.analyze import analyze_run
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), N_EXEC_TRIALS="2", METHOD_SET="sequential,uniform,MCPP")
+    harness("local", env, "--no-progress")
+    rd = RunDir(os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"]))
+    here = analyze_run(rd.merged, str(tmp_path / "here"))
+    host = analysis_host.AnalysisHost()
+    ans = host.analyze(rd.merged, str(tmp_path / "there"), ("png",))
+    assert ans["ok"] and ans["main_table_text"] == here.main_table_text and ans["import_wait_s"] >= 0
+    for sub in ("", "plots", os.path.join("plots", "heatmaps")):
+        names = sorted(f for f in os.listdir(tmp_path / "here" / sub) if "." in f and not f.endswith(".parquet"))
+        assert names == sorted(f for f in os.listdir(tmp_path / "there" / sub) if "." in f and not f.endswith(".parquet"))
+        for f in names:
+            if f.endswith((".png", ".tex")) or f in ("best_baseline.csv", "paired.csv", "main_table.csv"):
+                assert (tmp_path / "here" / sub / f).read_bytes() == (tmp_path / "there" / sub / f).read_bytes(), f
+    dead = analysis_host.AnalysisHost()
+    dead.proc.kill()
+    dead.proc.wait()
+    assert dead.analyze(rd.merged, str(tmp_path / "gone"), ("png",)) is None
+    bad = analysis_host.AnalysisHost()
+    no = bad.analyze(str(tmp_path / "no_such_dir"), str(tmp_path / "x"), ("png",))
+    assert no["ok"] is False and "merge_report.json" in no["error"]

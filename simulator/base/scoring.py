@@ -71,8 +71,6 @@ def paired_difference(d: Any, groups: Any = None, z: float = Z95) -> dict[str, A
     them it is the whole range [-1, 1], for the reason :func:`wilson_interval`
     gives (0, 1) at n = 0. With no pair ``diff`` is NaN (counts 0, p-value 1).
     """
-    from scipy.stats import binomtest
-
     d = np.asarray(d, dtype=float)
     n = len(d)
     groups = np.arange(n) if groups is None else np.asarray(groups)
@@ -85,7 +83,7 @@ def paired_difference(d: Any, groups: Any = None, z: float = Z95) -> dict[str, A
     se_c, G = _clustered_se(d, groups, mean)
     wins = int((d > 0).sum())
     losses = int((d < 0).sum())
-    p = float(binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
+    p = sign_test_p(wins, wins + losses) if wins + losses else 1.0
     return {
         "n_pairs": n,
         "n_dags": G,
@@ -98,6 +96,56 @@ def paired_difference(d: Any, groups: Any = None, z: float = Z95) -> dict[str, A
         "losses": losses,
         "mcnemar_p": p,
     }
+
+
+def sign_test_p(k: int, n: int) -> float:
+    """Exact two-sided sign test: ``scipy.stats.binomtest(k, n, 0.5).pvalue``, the same float, without scipy.stats.
+
+    The same steps as scipy's ``binomtest`` (two-sided: the probability of
+    every outcome no likelier than ``k``, found by its binary search) on the
+    same compiled binomial functions (``scipy.special``, boost), with
+    ``scipy.stats.binom``'s rules at the ends of the support; importing
+    ``scipy.stats`` took a second of the analysis's start. ``tests/test_scoring.py``
+    checks it equals ``binomtest`` bit for bit.
+    """
+    from scipy.special import _ufuncs as scu
+
+    p = 0.5
+
+    def pmf(x):
+        return min(1.0, max(0.0, float(scu._binom_pmf(x, n, p)))) if 0 <= x <= n and x == math.floor(x) else 0.0
+
+    def cdf(x):
+        return 1.0 if x >= n else 0.0 if x < 0 else min(1.0, max(0.0, float(scu._binom_cdf(math.floor(x), n, p))))
+
+    def sf(x):
+        return 0.0 if x >= n else 1.0 if x < 0 else min(1.0, max(0.0, float(scu._binom_sf(math.floor(x), n, p))))
+
+    def search(a, d, lo, hi):  # scipy.stats._binomtest._binary_search_for_binom_tst
+        while lo < hi:
+            mid = lo + (hi - lo) // 2
+            midval = a(mid)
+            if midval < d:
+                lo = mid + 1
+            elif midval > d:
+                hi = mid - 1
+            else:
+                return mid
+        return lo if a(lo) <= d else lo - 1
+
+    d = pmf(k)
+    rerr = 1 + 1e-7
+    if k == p * n:
+        return 1.0
+    if k < p * n:
+        ix = search(lambda x1: -pmf(x1), -d * rerr, float(math.ceil(p * n)), n)
+        y = n - ix + int(d * rerr == pmf(ix))
+        pval = cdf(k) + sf(n - y)
+    else:
+        ix = search(lambda x1: pmf(x1), d * rerr, 0, float(math.floor(p * n)))
+        y = ix + 1
+        pval = cdf(y - 1) + sf(k - 1)
+    return min(1.0, pval)
 
 
 def _clustered_se(d: np.ndarray, groups: Any, mean: float) -> tuple[float, int]:

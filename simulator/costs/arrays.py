@@ -23,9 +23,8 @@ from simulator.costs.charges import (
     row_charges,
     template_charge,
 )
+from simulator.costs.modes import LATENCY_DISTS
 from simulator.pools.pool import DagStats
-
-LATENCY_DISTS = ("lognormal", "gamma", "gaussian")
 
 
 class DagArrays(NamedTuple):

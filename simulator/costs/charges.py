@@ -32,15 +32,8 @@ import numpy as np
 
 from simulator.base.errors import ConfigError
 from simulator.base.jit import compiled_only
+from simulator.costs.modes import COST_MODE_ALIASES, COST_MODES, normalize_cost_mode  # noqa: F401 (their home before modes.py)
 
-COST_MODES = ("token_cost_mean", "output_money_cost_mean", "cost_mean", "lat_mean")
-COST_MODE_ALIASES = {
-    "token": "token_cost_mean",
-    "tokens": "token_cost_mean",
-    "money": "output_money_cost_mean",
-    "cost": "cost_mean",
-    "latency": "lat_mean",
-}
 #: Dollars per 1M output tokens (the paper's table, ``docs/problem.md``).
 DEFAULT_PRICES: dict[str, float] = {
     "30B_ins": 0.8,
@@ -51,16 +44,6 @@ DEFAULT_PRICES: dict[str, float] = {
     "goedel8b": 0.7,
     "kimina7b": 0.5,
 }
-
-
-def normalize_cost_mode(mode: str) -> str:
-    """Canonical cost mode name; accepts the short aliases."""
-    m = str(mode).strip()
-    m = COST_MODE_ALIASES.get(m, m)
-    if m not in COST_MODES:
-        choices = ", ".join(COST_MODES + tuple(COST_MODE_ALIASES))
-        raise ConfigError(f"unknown cost mode {mode!r}; choose one of: {choices}")
-    return m
 
 
 def load_price_table(path: str | os.PathLike | None = None) -> dict[str, float]:
