@@ -1,6 +1,6 @@
 """The analysis in a process of its own, started while the last shards run (``local``).
 
-Why: the analysis's libraries (pandas, pyarrow, scipy.special, matplotlib)
+Why: the analysis's libraries (pandas, pyarrow, matplotlib)
 take one to two seconds of one core to import. ``local`` starts this host
 when the first worker finds no shard left (a core is free from then on): the
 host imports them there, in parallel with the last shards and with the

@@ -1,7 +1,7 @@
 """The analysis's libraries imported ahead (imports only the standard library).
 
-pandas, pyarrow (the Parquet tables), scipy.special (the exact test of the
-paired table) and matplotlib take about a second of one core to import.
+pandas, pyarrow (the Parquet tables) and matplotlib take about a second of
+one core to import.
 ``local`` imports :data:`MODULES` in the analysis's own process
 (``harness/analysis_host.py``), started when a core frees up;
 :func:`start_prefetch` imports them in a background thread of the calling
@@ -19,7 +19,9 @@ _threads: list[threading.Thread] = []
 _lock = threading.Lock()
 
 #: imported in this order; matplotlib last, with its non-interactive backend (harness.plots._mpl)
-MODULES = ("pandas", "pyarrow", "pyarrow.parquet", "scipy.special")
+#: (scipy.special, for the paired table's exact test, is imported when that table is made: after the figures'
+#: workers have forked, beside them, rather than before the analysis can start)
+MODULES = ("pandas", "pyarrow", "pyarrow.parquet")
 
 
 def _work() -> None:
