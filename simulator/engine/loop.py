@@ -44,7 +44,7 @@ from simulator.costs.charges import charge_of_draw
 
 # termination reasons (index into REASONS); event_limit: the hard bound on events was reached
 COMPLETED, BUDGET_EXHAUSTED, DEADLINE_EXHAUSTED, STALLED, EVENT_LIMIT, RUNNING = 0, 1, 2, 3, 4, -1
-REASONS = ("completed", "budget_exhausted", "deadline_exhausted", "stalled", "event_limit")
+from simulator.engine.reasons import REASONS  # noqa: E402, F401 (one tuple: the reports read it without numba)
 
 #: Hard bound on the batch ends (events) of one episode. Ordinary episodes have
 #: at most a few thousand; only a node that can succeed but almost never does,
