@@ -146,13 +146,18 @@ def paired(live: Side, sim: Side, limit: int = 10) -> dict[str, Any]:
     """Trial by trial (the world drawing from the simulated trial's key): how many end the same way.
 
     A trial is identical when its on-time outcome and its termination agree;
-    the first differing trials are listed with both ends.
+    the first differing trials are listed with both ends. ``same_spend``
+    counts the trials whose spends also agree to 0.1% (in the money cost
+    mode the simulator may reserve a fraction of one token's price that a
+    live ``max_tokens`` cannot: a cut answer is charged whole tokens live).
     """
     same = [bool(a == b and ta == tb) for a, b, ta, tb in zip(live.on_time, sim.on_time, live.terminations or [],
                                                               sim.terminations or [], strict=True)]
     differ = [{"trial": t, "live": [bool(live.on_time[t]), live.terminations[t]],
                "simulated": [bool(sim.on_time[t]), sim.terminations[t]]} for t, s in enumerate(same) if not s]
-    return {"identical": int(sum(same)), "n": len(same), "first_differing": differ[:limit]}
+    spend = np.isclose(live.spend, sim.spend, rtol=1e-3, atol=0.0)
+    return {"identical": int(sum(same)), "n": len(same), "same_spend": int(np.sum(spend & np.asarray(same))),
+            "first_differing": differ[:limit]}
 
 
 async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline: float, runs: int, *,
@@ -261,7 +266,8 @@ def format_agreement(r: dict[str, Any]) -> str:
     lines.append(f"live terminations: {r['live_terminations']}")
     if "paired" in r:
         p = r["paired"]
-        lines.append(f"paired: {p['identical']} of {p['n']} trials identical (same on-time outcome and termination)")
+        lines.append(f"paired: {p['identical']} of {p['n']} trials identical (same on-time outcome and termination)"
+                     f"; {p['same_spend']} of them also spend the same (to 0.1%)")
         for d in p["first_differing"]:
             lines.append(f"  trial {d['trial']}: live on_time={d['live'][0]} {d['live'][1]}, "
                          f"simulated on_time={d['simulated'][0]} {d['simulated'][1]}; parts at "

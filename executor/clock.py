@@ -29,6 +29,8 @@ class Clock:
             raise ValueError(f"time scale must be > 0, got {scale}")
         self.scale = float(scale)
         self.pausable = bool(pausable)
+        #: a planner call holds the whole machine (the event loop waits for it): only where that costs no model time
+        self.plans_inline = False
         self._t0 = time.perf_counter()
         self._paused_total = 0.0
         self._pause_depth = 0
@@ -131,6 +133,9 @@ class VirtualClock(Clock):
 
     def __init__(self, scale: float = 1.0) -> None:
         super().__init__(scale, pausable=True)
+        # the loop waits for each planner call, so an anytime planner's wall-time limit (``time_limit_ms``) buys
+        # what it buys the simulator, which plans one decision at a time with the machine to itself
+        self.plans_inline = True
         self._now = 0.0
         self._heap: list[tuple[float, int, int, asyncio.Future]] = []
         self._seq = 0

@@ -79,7 +79,14 @@ from executor.tasks import Task
 from executor.trace import Trace
 from simulator.costs.arrays import DagArrays
 from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate, live_tables
-from simulator.engine.live_rules import END, LAUNCH, atomic_admission, atomic_reservation, attempt_reservation
+from simulator.engine.live_rules import (
+    END,
+    LAUNCH,
+    atomic_admission,
+    atomic_reservation,
+    attempt_reservation,
+    tokens_within,
+)
 from simulator.engine.loop import first_uncompletable
 from simulator.engine.registry import LIVE, LIVE_PER_ATTEMPT, execution_of
 from simulator.mcpp.api import build_view
@@ -315,7 +322,7 @@ class LiveRun:
         ep = self.endpoints[self.wf.stats.model_ids[j]]
         prompt = self.cost(ep, prompt_token_bound(self.messages(v)), 0)
         per_token = self.cost(ep, 0, 1)
-        tokens = ep.max_tokens if per_token <= 0 else min(ep.max_tokens, int((room - prompt) // per_token))
+        tokens = ep.max_tokens if per_token <= 0 else min(ep.max_tokens, tokens_within(room - prompt, per_token))
         tokens = max(tokens, 0)
         return tokens, prompt + tokens * per_token
 
@@ -517,7 +524,14 @@ class LiveRun:
         return self.plan_arr
 
     async def _plan(self, fn, *args):
-        """The planner's call, raced against the run's end: a decision later than the deadline is dropped."""
+        """The planner's call, raced against the run's end: a decision later than the deadline is dropped.
+
+        On a clock where time stands still while planning (:class:`executor.clock.VirtualClock`, ``agree``) the
+        call runs on the loop itself: nothing else runs meanwhile, so a wall-time limit buys the planner what it
+        buys in the simulator, and no deadline can pass during it.
+        """
+        if self.clock.plans_inline:
+            return fn(*args)
         call = asyncio.ensure_future(PLANNER.run(fn, *args))
         await asyncio.wait({call, self._halt}, return_when=asyncio.FIRST_COMPLETED)
         if not call.done():

@@ -226,3 +226,14 @@ def test_plan_events_carry_the_calibrated_estimate_on_request():
     assert plans and all(0.0 <= e["calibrated_estimate"] <= 1.0 for e in plans)
     _, _, tr = run_one(wf, pool, "mc_portfolio_rollout", 2 * B, 4 * D, params={"M": 8}, options=Options(warm_up=True))
     assert all("calibrated_estimate" not in e for e in tr.events if e["event"] == "plan")  # off by default
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 200_000), st.sampled_from([0.2, 0.6, 1.2, 2.4, 0.35, 15.0, 0.07]))
+def test_tokens_within_a_priced_amount(tokens, price_per_1m):
+    """A reservation that is a price times a count buys exactly that count (``//`` would give one fewer)."""
+    from simulator.engine.live_rules import tokens_within
+
+    per_token = price_per_1m / 1e6
+    assert tokens_within(tokens * per_token, per_token) == tokens
+    assert tokens_within(tokens * per_token - per_token / 2, per_token) == max(tokens - 1, 0)

@@ -106,6 +106,19 @@ def whole(x, unit):
     return math.floor(x / unit + 1e-9) * unit
 
 
+def tokens_within(amount: float, per_token: float) -> int:
+    """The most whole output tokens priced ``per_token`` each that ``amount`` pays for (a sample's ``max_tokens``).
+
+    ``amount // per_token`` is one token short whenever ``amount`` is itself a
+    price times a count (``(1234 * 2e-7) // 2e-7 == 1233``): the live run would
+    then cut an answer that its simulated twin, capped at the same amount,
+    lets through. The tolerance is the one :func:`whole` rounds down with.
+    """
+    if amount <= 0.0:
+        return 0
+    return int(math.floor(amount / per_token + 1e-9))
+
+
 @njit(cache=True, nogil=True)
 def atomic_admission(expected, budget_left, n_inflight):
     """``LAUNCH`` when the launch's expected cost fits the budget left, else ``WAIT`` (batches in flight) or ``END``."""
