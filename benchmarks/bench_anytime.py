@@ -35,7 +35,6 @@ import time
 import numba
 import numpy as np
 
-from simulator.base.io_utils import atomic_write_json
 from simulator.base.scoring import paired_difference, wilson_interval
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -44,7 +43,7 @@ from simulator.engine.testing import layered_dag
 from simulator.mcpp.policy import MCPortfolioPolicy
 from simulator.pools.pool import load_pool, pool_from_objects
 
-from .common import ROOT, write_readme_section
+from .common import ROOT, finish_run, log, measured_line
 
 OUT = ROOT / "benchmarks" / "results_anytime.json"
 START, END = "<!-- bench_anytime:start -->", "<!-- bench_anytime:end -->"
@@ -107,10 +106,8 @@ def markdown(res: dict) -> str:
                          f"{q['episodes']} | {q['cap']} | {q['faithful_p']:.3f} | {q['anytime_p']:.3f} | "
                          f"{100 * q['diff']:+.1f} points [{100 * q['diff_ci'][0]:+.1f}, {100 * q['diff_ci'][1]:+.1f}] | "
                          f"{q['episodes_differing']} | {q['anytime_decision_ms_max']:.0f} |")  # fmt: skip
-    lines += ["", f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python "
-              f"{platform.python_version()}); 1-minute load average before/after: {res['load_before']:.1f} / "
-              f"{res['load_after']:.1f}. The anytime planner's choices depend on the simulations that fit in its "
-              "limit, so its episodes vary with the machine's load (the faithful ones are bit-reproducible).", END]  # fmt: skip
+    lines += ["", measured_line(res) + ". The anytime planner's choices depend on the simulations that fit in "
+              "its limit, so its episodes vary with the machine's load (the faithful ones are bit-reproducible).", END]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -126,9 +123,6 @@ def main(argv=None) -> int:
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-
     res = {"args": vars(args), "limit_ms": args.limit_ms, "host": platform.node(),
            "when": time.strftime("%Y-%m-%d %H:%M"), "load_before": os.getloadavg()[0]}  # fmt: skip
     if not args.skip_example:
@@ -137,11 +131,7 @@ def main(argv=None) -> int:
     if not args.skip_synthetic:
         res["synthetic"] = paired_episodes(synthetic_pool(args.synthetic_dags), (0.5, 1.0), args.synthetic_trials,
                                            260, args.limit_ms, log, "synthetic 40x4")  # fmt: skip
-    res["load_after"] = os.getloadavg()[0]
-    atomic_write_json(args.out, res)
-    log(f"wrote {args.out}")
-    if args.write_readme:
-        write_readme_section(START, END, markdown(res))
+    finish_run(args, res, markdown, START, END)
     return 0
 
 

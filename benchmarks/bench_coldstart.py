@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,7 @@ from pathlib import Path
 
 from simulator.base.io_utils import atomic_write_json
 
-from .common import export_revision, write_readme_section
+from .common import export_revision, log, measured_line, run_record, write_readme_section
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results_coldstart.json"
@@ -211,10 +210,8 @@ def markdown(res: dict) -> str:
                   f"subtracted; {total:.1f} s of compilation in {prof['total_s']:.1f} s, imports {prof['import_s']:.1f} s): "
                   + ", ".join(f"{k.replace('simulator.', '')} {v:.2f}" + (f" (x{prof['count'][k]})" if prof['count'][k] > 1 else "")
                               for k, v in own[:10]) + "."]  # fmt: skip
-    lines += ["", f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python "
-              f"{platform.python_version()}); 1-minute load average before/after: {res['load_before']:.1f} / "
-              f"{res['load_after']:.1f} (other processes on the machine lengthen both trees' times alike; the ratio "
-              "is the comparison).", END]  # fmt: skip
+    lines += ["", measured_line(res) + " (other processes on the machine lengthen both trees' times "
+              "alike; the ratio is the comparison).", END]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -300,9 +297,7 @@ def markdown_grid(res: dict) -> str:
             x = per[kind]
             lines.append(f"| {name if name == 'this' else '`' + name + '`'} | {kind} | {x['first_s']:.1f} | "
                          f"{x['wall_s']:.1f} | {GRID_TARGET_S:.0f} s |")  # fmt: skip
-    lines += ["", f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python "
-              f"{platform.python_version()}); 1-minute load average before/after: {res['load_before']:.1f} / "
-              f"{res['load_after']:.1f}, the CPU-bound process(es) included.", GRID_END]  # fmt: skip
+    lines += ["", measured_line(res) + ", the CPU-bound process(es) included.", GRID_END]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -317,9 +312,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.grid:
         out = str(GRID_OUT) if args.out == str(OUT) else args.out
-        res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
-               "load_before": os.getloadavg()[0]}  # fmt: skip
-        res.update(measure_grid(args.reps, args.compare, args.busy, lambda m: print(m, flush=True)))
+        res = run_record(args)
+        res.update(measure_grid(args.reps, args.compare, args.busy, log))
         res["load_after"] = os.getloadavg()[0]
         atomic_write_json(out, res)
         print(markdown_grid(res))
@@ -327,9 +321,8 @@ def main(argv=None) -> int:
             write_readme_section(GRID_START, GRID_END, markdown_grid(res))
             print("updated benchmarks/README.md")
         return 0
-    res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
-           "load_before": os.getloadavg()[0]}  # fmt: skip
-    res.update(measure(args.reps, args.compare, lambda m: print(m, flush=True)))
+    res = run_record(args)
+    res.update(measure(args.reps, args.compare, log))
     res["load_after"] = os.getloadavg()[0]
     atomic_write_json(args.out, res)
     print(f"wrote {args.out}")

@@ -28,15 +28,12 @@ interval of zero.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 
 import numba
 import numpy as np
 
-from simulator.base.io_utils import atomic_write_json
 from simulator.base.scoring import paired_difference
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -44,7 +41,7 @@ from simulator.engine.episode import run_policy_episode
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 from .bench_anytime import example_pool, synthetic_pool
-from .common import ROOT, write_readme_section
+from .common import ROOT, finish_run, log, measured_line, run_record
 
 OUT = ROOT / "benchmarks" / "results_reuse.json"
 START, END = "<!-- bench_reuse:start -->", "<!-- bench_reuse:end -->"
@@ -111,9 +108,7 @@ def markdown(res: dict) -> str:
                      f"{q['planner_time_ratio']:.2f} ({q['planner_ms_on'] / 1e3:.1f} s / {q['planner_ms_off'] / 1e3:.1f} s) | "
                      f"{q['p_off']:.3f} | {q['p_on']:.3f} | {100 * q['diff']:+.1f} points "
                      f"[{100 * q['diff_ci'][0]:+.1f}, {100 * q['diff_ci'][1]:+.1f}] |")  # fmt: skip
-    lines += ["", f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python "
-              f"{platform.python_version()}); 1-minute load average before/after: {res['load_before']:.1f} / "
-              f"{res['load_after']:.1f}.", END]  # fmt: skip
+    lines += ["", measured_line(res) + ".", END]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -126,11 +121,7 @@ def main(argv=None) -> int:
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-
-    res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
-           "load_before": os.getloadavg()[0], "parts": []}  # fmt: skip
+    res = run_record(args, parts=[])
     ex = example_pool()
     for label, pool, ratios, params in (
         ("example pool, faithful, cap 2048", ex, (0.5, 1.0, 2.0), {"max_candidate_actions": 2048}),
@@ -140,11 +131,7 @@ def main(argv=None) -> int:
          (0.5, 1.0), {"max_candidate_actions": 260}),
     ):  # fmt: skip
         res["parts"].append({"label": label, **paired(pool, ratios, args.trials, params, log, label)})
-    res["load_after"] = os.getloadavg()[0]
-    atomic_write_json(args.out, res)
-    log(f"wrote {args.out}")
-    if args.write_readme:
-        write_readme_section(START, END, markdown(res))
+    finish_run(args, res, markdown, START, END)
     return 0
 
 

@@ -33,8 +33,6 @@ Parts:
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import resource
 import sys
 import time
@@ -43,7 +41,6 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from simulator.base.io_utils import atomic_write_json
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.testing import MODELS4, first_view, layered_dag
@@ -52,7 +49,7 @@ from simulator.pools.pool import pool_from_objects
 
 from .bench_anytime import example_pool, paired_episodes
 from .bench_coldstart import COMMANDS, LABELS, cold_and_warm
-from .common import write_readme_section
+from .common import finish_run, log, measured_line, run_record
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results_scaling.json"
@@ -204,9 +201,7 @@ def markdown(res: dict) -> str:
         for k in COMMANDS:
             lines.append(f"| {LABELS[k]} | {c[k]['cold_s']:.1f} | {c[k]['warm_s']:.1f} | {c[k]['cold_peak_rss_mb']:.0f} |")
     lines += ["", f"Peak RSS of the benchmark process: {max(r['peak_rss_mb'] for r in g):.0f} MB.", "",
-              f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python {platform.python_version()}); "
-              f"1-minute load average before/after: {res['load_before']:.1f} / {res['load_after']:.1f}. The machine "
-              "is shared with other users: absolute times vary by 2x or more between runs; compare ratios measured "
+              measured_line(res) + ". The machine is shared with other users: absolute times vary by 2x or more between runs; compare ratios measured "
               "side by side (the threads table), not times across runs.", END]  # fmt: skip
     return "\n".join(lines)
 
@@ -227,12 +222,8 @@ def main(argv=None) -> int:
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-
     t0 = time.perf_counter()
-    res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
-           "load_before": os.getloadavg()[0], "numba_threads_available": numba.config.NUMBA_NUM_THREADS}  # fmt: skip
+    res = run_record(args, numba_threads_available=numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(1)
     res["grid"] = grid(args.sizes, args.models, args.caps, args.limit_ms, args.reps, log)
     if args.thread_sizes and numba.config.NUMBA_NUM_THREADS > 1:
@@ -241,12 +232,7 @@ def main(argv=None) -> int:
         res["quality"] = quality(args.limit_ms, args.quality_trials, (0.5, 1.0), log)
     if not args.skip_cold:
         res["cold"] = cold(log)
-    res["load_after"] = os.getloadavg()[0]
-    res["seconds"] = time.perf_counter() - t0
-    atomic_write_json(args.out, res)
-    log(f"wrote {args.out} ({res['seconds']:.0f} s)")
-    if args.write_readme:
-        write_readme_section(START, END, markdown(res))
+    finish_run(args, res, markdown, START, END, t0)
     return 0
 
 

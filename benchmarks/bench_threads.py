@@ -20,8 +20,6 @@ asking for 2 threads makes a decision slower than one thread.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -30,10 +28,8 @@ from pathlib import Path
 
 import numba
 
-from simulator.base.io_utils import atomic_write_json
-
 from .bench_scaling import threads_part
-from .common import write_readme_section
+from .common import finish_run, log, measured_line, run_record
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results_threads.json"
@@ -105,9 +101,7 @@ def markdown(res: dict) -> str:
                   f"x{ca['speedup_median']:.2f} (range {ca['speedup_range'][0]:.2f}-{ca['speedup_range'][1]:.2f})."]  # fmt: skip
     lines += [
         "",
-        f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores, Python {platform.python_version()}); "
-        f"1-minute load average before/after: {res['load_before']:.1f} / {res['load_after']:.1f} "
-        "(the loaded rows add the busy process's 1.0). Reproduce: `python -m benchmarks.bench_threads --write-readme`.",
+        measured_line(res) + " (the loaded rows add the busy process's 1.0). Reproduce: `python -m benchmarks.bench_threads --write-readme`.",
         END,
     ]
     return "\n".join(lines)
@@ -126,12 +120,8 @@ def main(argv=None) -> int:
         print("needs 2 numba threads (NUMBA_NUM_THREADS >= 2)", file=sys.stderr)
         return 2
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-
     t0 = time.perf_counter()
-    res = {"args": vars(args), "host": platform.node(), "when": time.strftime("%Y-%m-%d %H:%M"),
-           "load_before": os.getloadavg()[0]}  # fmt: skip
+    res = run_record(args)
     res["ceiling_before"] = machine_ceiling(args.reps)
     res["idle"] = threads_part(args.sizes, args.reps, log, args.models, args.m)
     res["ceiling_after"] = machine_ceiling(args.reps)
@@ -139,12 +129,7 @@ def main(argv=None) -> int:
         f"after x{res['ceiling_after']['speedup_median']:.2f}")  # fmt: skip
     with busy_core():
         res["loaded"] = threads_part(args.sizes, args.reps, lambda m: log("loaded " + m), args.models, args.m)
-    res["load_after"] = os.getloadavg()[0]
-    res["seconds"] = time.perf_counter() - t0
-    atomic_write_json(args.out, res)
-    log(f"wrote {args.out} ({res['seconds']:.0f} s)")
-    if args.write_readme:
-        write_readme_section(START, END, markdown(res))
+    finish_run(args, res, markdown, START, END, t0)
     return 0
 
 

@@ -101,3 +101,16 @@ def merged_records_no_timing(run_dir) -> dict[str, list[dict]]:
     from harness.merge import strip_timing
 
     return {c: [strip_timing(json.loads(line)) for line in b.splitlines()] for c, b in merged_bytes(run_dir).items()}
+
+
+def run_surface_shards(job: str) -> None:
+    """Run every shard of the surface job folder ``job`` in this process, from inside the folder (as a worker does)."""
+    from harness.surface.job import load_job, run_surface_shard
+
+    cwd = os.getcwd()
+    try:
+        os.chdir(job)
+        for s in load_job(job)[1]:
+            run_surface_shard(s.shard, log=lambda m: None)
+    finally:
+        os.chdir(cwd)

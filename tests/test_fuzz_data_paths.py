@@ -23,16 +23,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_inputs import (
     BAD_VALUES,
-    _seeded,
-    _settings,
     assert_refusal,
     call_main,
     corrupt_dag,
     finite_numbers,
+    fuzz,
     strict_json,
 )
 
@@ -97,9 +95,7 @@ def out_choice(data, tmp: str, inputs: list[str], label: str) -> str:
 # ----------------------------------------------------------------------------- comp_sample
 
 
-@_seeded
-@_settings(ci_examples=40)
-@given(data=st.data())
+@fuzz(ci_examples=40)
 def test_fuzz_comp_sample(data):
     from codeflow.comp.sample import main
 
@@ -128,9 +124,7 @@ def test_fuzz_comp_sample(data):
 # ----------------------------------------------------------------------------- comp_split
 
 
-@_seeded
-@_settings(ci_examples=40)
-@given(data=st.data())
+@fuzz(ci_examples=40)
 def test_fuzz_comp_split(data):
     from codeflow.comp.split import main
 
@@ -160,9 +154,7 @@ def test_fuzz_comp_split(data):
 # ----------------------------------------------------------------------------- comp_to_pool
 
 
-@_seeded
-@_settings(ci_examples=40)
-@given(data=st.data())
+@fuzz(ci_examples=40)
 def test_fuzz_comp_to_pool(data):
     from codeflow.comp.to_pool import main
     from simulator.pools.pool import load_pool
@@ -189,9 +181,7 @@ def test_fuzz_comp_to_pool(data):
 # ----------------------------------------------------------------------------- run_shard.py
 
 
-@_seeded
-@_settings(ci_examples=40)
-@given(data=st.data())
+@fuzz(ci_examples=40)
 def test_fuzz_run_shard_flags(data):
     import run_shard
     from harness.shards import part_records
@@ -292,9 +282,7 @@ def mutate_file(data, path: str) -> None:
         Path(path).write_bytes(b"")
 
 
-@_seeded
-@_settings(ci_examples=25)
-@given(data=st.data())
+@fuzz(ci_examples=25)
 def test_fuzz_grid_part_then_rerun_is_byte_identical(finished_grid, data):
     from harness.merge import IncompleteRun, merge
     from harness.shard_runner import run_shard
@@ -326,10 +314,10 @@ def test_fuzz_grid_part_then_rerun_is_byte_identical(finished_grid, data):
 
 @pytest.fixture(scope="module")
 def finished_surface(tmp_path_factory):
-    from harness_util import config_env
+    from harness_util import config_env, run_surface_shards
 
     from harness.surface.files import merge_surface
-    from harness.surface.job import load_job, prepare_surface, resolve_surface, run_surface_shard
+    from harness.surface.job import prepare_surface, resolve_surface
 
     tmp = tmp_path_factory.mktemp("surface")
     env = config_env(tmp, str(POOL), N_DAGS=2, N_EXEC_TRIALS=2, SURFACE_BUDGETS="800:12000:3",
@@ -339,13 +327,7 @@ def finished_surface(tmp_path_factory):
     cfg, run_cfg = resolve_surface(env)
     run = str(tmp / "run")
     job = prepare_surface(run, cfg, run_cfg, dags_per_shard=1)
-    cwd = os.getcwd()
-    try:
-        os.chdir(job)
-        for s in load_job(job)[1]:
-            run_surface_shard(s.shard, log=lambda m: None)
-    finally:
-        os.chdir(cwd)
+    run_surface_shards(job)
     merge_surface(run, write_page=False, log=lambda m: None)
     shutil.copytree(os.path.join(job, "outputs"), os.path.join(job, "outputs.orig"))
     shutil.copytree(os.path.join(run, "surface"), os.path.join(run, "surface.orig"))
@@ -360,12 +342,11 @@ def _surface(run: str) -> dict[str, bytes]:
     return out
 
 
-@_seeded
-@_settings(ci_examples=25)
-@given(data=st.data())
+@fuzz(ci_examples=25)
 def test_fuzz_surface_part_then_rerun_is_byte_identical(finished_surface, data):
+    from harness_util import run_surface_shards
+
     from harness.surface.files import DamagedParts, merge_surface
-    from harness.surface.job import load_job, run_surface_shard
 
     run, job, published = finished_surface
     restore(os.path.join(job, "outputs.orig"), os.path.join(job, "outputs"))
@@ -388,12 +369,6 @@ def test_fuzz_surface_part_then_rerun_is_byte_identical(finished_surface, data):
         for m in doc["methods"].values():
             assert all(v is None or 0 <= v <= 100 for row in m["success_pct"] for v in row)
             assert all(v is None or 0 <= v <= 2 for row in m["successes"] for v in row)
-    cwd = os.getcwd()
-    try:
-        os.chdir(job)
-        for s in load_job(job)[1]:
-            run_surface_shard(s.shard, log=lambda m: None)
-    finally:
-        os.chdir(cwd)
+    run_surface_shards(job)
     merge_surface(run, write_page=False, log=lambda m: None)
     assert _surface(run) == published

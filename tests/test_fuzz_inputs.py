@@ -56,6 +56,15 @@ def _seeded(fn):
     return seed(int(os.environ["FUZZ_SEED"]))(fn) if "FUZZ_SEED" in os.environ else fn
 
 
+def fuzz(ci_examples: int):
+    """A fuzz test drawing from ``data``: ``given(data=st.data())`` under ``_settings(ci_examples)``, ``_seeded``."""
+
+    def wrap(fn):
+        return _seeded(_settings(ci_examples)(given(data=st.data())(fn)))
+
+    return wrap
+
+
 with open(os.path.join(ROOT, "examples", "example_single_model.jsonl"), encoding="utf-8") as _fh:
     SINGLE = [json.loads(line) for line in _fh if line.strip()]
 with open(os.path.join(ROOT, "examples", "example_pool.jsonl"), encoding="utf-8") as _fh:
@@ -321,9 +330,7 @@ def _mcpp_too_slow(flags: list[str]) -> bool:
     return trials not in ("0", "-1", "abc", "1e3", "2.5", "1", "3", "99999999999999999999999")
 
 
-@_seeded
-@_settings(ci_examples=150)
-@given(data=st.data())
+@fuzz(ci_examples=150)
 def test_fuzz_validate_and_simulate_in_process(data):
     from simulator.cli.main import main
 
@@ -419,9 +426,7 @@ def _prepare_case(data, tmp: str) -> dict:
     return env
 
 
-@_seeded
-@_settings(ci_examples=60)
-@given(data=st.data())
+@fuzz(ci_examples=60)
 def test_fuzz_harness_prepare_in_process(data):
     from harness.cli import main
 
@@ -451,9 +456,7 @@ def run_command(cmd: list[str], env: dict | None = None, timeout: float = 120) -
         pytest.fail(f"{cmd}: no answer within {timeout} s")
 
 
-@_seeded
-@_settings(ci_examples=3)
-@given(data=st.data())
+@fuzz(ci_examples=3)
 def test_fuzz_simulator_commands_in_subprocess(data):
     lines = draw_pool_lines(data)
     flags = data.draw(simulate_flags(), label="flags")
@@ -468,9 +471,7 @@ def test_fuzz_simulator_commands_in_subprocess(data):
         check_outcome(r.returncode, r.stdout, r.stderr, f"simulate {flags} (subprocess)", json_out=True)
 
 
-@_seeded
-@_settings(ci_examples=3)
-@given(data=st.data())
+@fuzz(ci_examples=3)
 def test_fuzz_run_experiment_prepare_in_subprocess(data):
     with tempfile.TemporaryDirectory() as tmp:
         env = _prepare_case(data, tmp)

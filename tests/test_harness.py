@@ -297,22 +297,22 @@ def test_planning_noise_recorded_and_run(tmp_path):
     assert len(recs) == 2 and all(r["method"] == "mc_portfolio_rollout" for r in recs)
 
 
-def test_each_method_checks_the_dags_before_work(tmp_path):
-    """The harness asks every method's registry hook (``check_dag``); MCPP's refuses a portfolio position off the DAG."""
+@pytest.mark.parametrize(
+    "model_ids,message",
+    [
+        # the registry's check_dag hook: a portfolio position off the DAG
+        ("7", r"DAG 0 .*MC_PORTFOLIO_MODEL_IDS: MCPP model position 7 out of range"),
+        ("no_such_model", r"MC_PORTFOLIO_MODEL_IDS \(environment\): unknown model\(s\) 'no_such_model'"),
+    ],
+)
+def test_bad_mcpp_models_refused_before_work(tmp_path, model_ids, message):
+    """The harness asks every method's registry hook (``check_dag``) and checks the model names before any work."""
     from simulator.methods import method_spec
 
     assert method_spec("mc_portfolio_rollout").check_dag is not None
     pool = small_pool(tmp_path, n=1)
-    env = _env(tmp_path, pool, METHOD_SET="mcpp", MC_PORTFOLIO_MODEL_IDS="7")
-    with pytest.raises(ConfigError, match=r"DAG 0 .*MC_PORTFOLIO_MODEL_IDS: MCPP model position 7 out of range"):
-        prepare(env, quiet=True)
-    assert not os.path.exists(os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"], "jobs_list.txt"))
-
-
-def test_unknown_mcpp_model_refused_before_work(tmp_path):
-    pool = small_pool(tmp_path, n=1)
-    env = _env(tmp_path, pool, METHOD_SET="mcpp", MC_PORTFOLIO_MODEL_IDS="no_such_model")
-    with pytest.raises(ConfigError, match=r"MC_PORTFOLIO_MODEL_IDS \(environment\): unknown model\(s\) 'no_such_model'"):
+    env = _env(tmp_path, pool, METHOD_SET="mcpp", MC_PORTFOLIO_MODEL_IDS=model_ids)
+    with pytest.raises(ConfigError, match=message):
         prepare(env, quiet=True)
     assert not os.path.exists(os.path.join(env["RESULTS_ROOT"], env["RUN_NAME"], "jobs_list.txt"))
 

@@ -82,17 +82,12 @@ def test_sharded_unsharded_resumed_identical(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     assert _run(a, **SMALL).returncode == 0
     from harness.surface.files import merge_surface
-    from harness.surface.job import load_job, prepare_surface, resolve_surface, run_surface_shard
+    from harness.surface.job import prepare_surface, resolve_surface
+    from tests.harness_util import run_surface_shards
 
     cfg, run_cfg = resolve_surface(_env(b, **SMALL))
     job = prepare_surface(str(b / "s"), cfg, run_cfg, dags_per_shard=2)
-    cwd = os.getcwd()
-    try:
-        os.chdir(job)
-        for s in load_job(job)[1]:
-            run_surface_shard(s.shard, log=lambda m: None)
-    finally:
-        os.chdir(cwd)
+    run_surface_shards(job)
     merge_surface(str(b / "s"), log=lambda m: None)
     assert _files(a) == {k.replace("b/", "a/", 1): v for k, v in _files(b).items()}
     # killed while running, then resumed: only what was missing is computed

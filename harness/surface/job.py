@@ -335,7 +335,7 @@ def run_surface_shard(shard: int, log=print) -> int:
         methods = {}
         for method in cfg.methods:
             ms = method_surface(pool, pos, method, cfg.budgets, cfg.deadlines, list(range(cfg.n_trials)), settings,
-                                planning_pool, progress.add)  # fmt: skip
+                                planning_pool=planning_pool, progress=progress.add)  # fmt: skip
             methods[method] = {"route": ms.route, "successes": ms.successes.tolist(),
                                "mean_cost": ms.mean_cost.tolist(), "stats": ms.stats}  # fmt: skip
         st = pool[pos]

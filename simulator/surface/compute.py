@@ -84,6 +84,7 @@ def method_surface(
     deadlines: Sequence[float],
     trials: Sequence[int],
     settings: RunSettings,
+    *,
     planning_pool=None,
     progress: Callable[[int], None] | None = None,
     route: str | None = None,

@@ -28,7 +28,7 @@ TOL = 1e-9
 
 
 @njit(cache=True, nogil=True)
-def _best_per_cell(wins_max, ib, jh, bands, cell_i, cell_j, nb, nh, corr_ptr, corr_i, corr_j, p0, best_w, best_p):
+def _best_per_cell(wins_max, ib, jh, bands, cell_i, cell_j, nb, nh, *, corr_ptr, corr_i, corr_j, p0, best_w, best_p):
     """Per cell: the first pair with the strictly largest success count, and that count.
 
     ``ib[p, s]`` / ``jh[p, s]`` are the first budget / horizon indices where
@@ -119,14 +119,14 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
         b_open, h_open = budgets[active], horizons[active]
         top = dec._replace(budget=float(b_open.max()), horizon=float(h_open.max()))
         _evaluate_chunk(tb, top, pair_c[lo:hi], pair_m[lo:hi], M, int(best_w[active].min()) + 1, lo,
-                        b_open, h_open, best_w, best_p, active)  # fmt: skip
+                        budgets=b_open, horizons=h_open, best_w=best_w, best_p=best_p, active=active)  # fmt: skip
         active &= best_w < M
         lo = hi
     cand = np.where(best_w > 0, pair_c[best_p], 0)
     return cand, cand_model, cand_count, dec.ready
 
 
-def _evaluate_chunk(tb, dec, pc, pm, M, min_wins, p0, budgets, horizons, best_w, best_p, active) -> None:
+def _evaluate_chunk(tb, dec, pc, pm, M, min_wins, p0, *, budgets, horizons, best_w, best_p, active) -> None:
     """Simulate one chunk of pairs at ``dec``'s limits and update the open cells' best pairs."""
     N = len(pc)
     wins = np.zeros(N, dtype=np.int64)
@@ -147,15 +147,16 @@ def _evaluate_chunk(tb, dec, pc, pm, M, min_wins, p0, budgets, horizons, best_w,
     corr_i = np.zeros(0, dtype=np.int64)
     corr_j = np.zeros(0, dtype=np.int64)
     if uncertain.any():
-        corr_ptr, corr_i, corr_j = _resimulate(tb, dec, pc, pm, uncertain, ib, ib_lo, jh, jh_lo,
-                                               cell_i, cell_j, bvals, hvals)  # fmt: skip
+        corr_ptr, corr_i, corr_j = _resimulate(tb, dec, pc, pm, uncertain, ib=ib, ib_lo=ib_lo, jh=jh, jh_lo=jh_lo,
+                                               cell_i=cell_i, cell_j=cell_j, bvals=bvals, hvals=hvals)  # fmt: skip
     bw, bp = best_w[active], best_p[active]
     _best_per_cell(wins, ib.astype(np.int64), jh.astype(np.int64), bool(uncertain.any()), cell_i.astype(np.int64),
-                   cell_j.astype(np.int64), nb, nh, corr_ptr, corr_i, corr_j, p0, bw, bp)  # fmt: skip
+                   cell_j.astype(np.int64), nb, nh, corr_ptr=corr_ptr, corr_i=corr_i, corr_j=corr_j, p0=p0,
+                   best_w=bw, best_p=bp)  # fmt: skip
     best_w[active], best_p[active] = bw, bp
 
 
-def _resimulate(tb, dec, pair_c, pair_m, uncertain, ib, ib_lo, jh, jh_lo, cell_i, cell_j, bvals, hvals):
+def _resimulate(tb, dec, pair_c, pair_m, uncertain, *, ib, ib_lo, jh, jh_lo, cell_i, cell_j, bvals, hvals):
     """Exact successes of the uncertain (simulation, cell) pairs, by the planner's kernel with the cell's limits.
 
     A (simulation, cell) is uncertain when the cell's budget lies in the

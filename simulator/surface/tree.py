@@ -197,7 +197,7 @@ def mcpp_trial_cells(
                     gst, gatt = _copy_state(st), _copy_attempts(att)
                     if stats is not None:
                         stats["branches"] += 1
-                gcells, gb = _launch(arr, gst, gatt, ready, cand_model[g], cand_count[g], cells[sel], b[sel], D, t, end)
+                gcells, gb = _launch(arr, gst, gatt, ready, cand_model[g], cand_count[g], cells[sel], b[sel], D=D, t=t, end=end)
                 if gi == len(groups) - 1:
                     cells, b = gcells, gb
                 elif len(gcells):
@@ -206,7 +206,7 @@ def mcpp_trial_cells(
     return CellOutcomes(reason, makespan, B - left)
 
 
-def _launch(arr, st, att, ready, row_model, row_count, cells, b, D, t, end):
+def _launch(arr, st, att, ready, row_model, row_count, cells, b, *, D, t, end):
     """Launch one candidate for ``cells`` (atomic rule, each cell its own limits); the cells that go on."""
     n = arr.n
     act_model = np.full(n, -1, dtype=np.int64)
