@@ -62,6 +62,7 @@ class ProgressFile:
             {"shard": self.shard, "done": self.done, "total": self.total, "dags_done": self.dags_done,
              "time": now, "pid": os.getpid()},
             indent=None,
+            fsync=False,  # progress only (rewritten every second): no fsync, which waits for the disk
         )  # fmt: skip
 
 
