@@ -231,6 +231,13 @@ class MCPortfolioPolicy(Policy):
             return [str(self.dag_model_ids[j]) for j in self._models]
         return [int(j) for j in self._models]
 
+    def _params_record(self) -> dict:
+        """``self.params.record()`` (the params are frozen: built once per policy), a fresh copy each call."""
+        rec = self.__dict__.get("_params_rec")
+        if rec is None:
+            rec = self._params_rec = self.params.record()
+        return {k: (list(v) if isinstance(v, list) else v) for k, v in rec.items()}
+
     def members(self) -> list[tuple[int, int]]:
         """The portfolio Seq-(m, k) as (model position, k), in (model, k) order."""
         return [(int(j), int(k)) for j in self._models for k in self.params.base_ks]
@@ -279,7 +286,7 @@ class MCPortfolioPolicy(Policy):
             p + "epsilon_max": float(max(d.epsilon for d in ds)) if ds else None,
             p + "wall_ms_total": float(sum(d.wall_ms for d in ds)),
             p + "wall_ms_max": float(max(d.wall_ms for d in ds)) if ds else 0.0,
-            p + "params": {**self.params.record(), "model_ids": self.resolved_model_ids()},
+            p + "params": {**self._params_record(), "model_ids": self.resolved_model_ids()},
         }
         if self.params.anytime:  # only then: the faithful records keep their fields
             any_ = [d.anytime for d in ds if d.anytime is not None]
