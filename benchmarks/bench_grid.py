@@ -370,8 +370,8 @@ def main(argv=None) -> int:
         if args.readme_key != "bench_grid":
             out["title"] = (f"### Before/after against `{args.rev}`: the 1-model grid"
                             + (" and MCPP alone on a 4-model pool" if args.mcpp4 else "") + " (`benchmarks/bench_grid.py`)")
-            out["command"] = ("python -m benchmarks.bench_grid " + " ".join(argv if argv is not None else sys.argv[1:])
-                              + "   # + --write-readme")  # fmt: skip
+            given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--write-readme"]
+            out["command"] = "python -m benchmarks.bench_grid " + " ".join(given) + " --write-readme"
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

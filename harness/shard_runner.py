@@ -62,6 +62,7 @@ class ProgressFile:
             {"shard": self.shard, "done": self.done, "total": self.total, "dags_done": self.dags_done,
              "time": now, "pid": os.getpid()},
             indent=None,
+            fsync=False,  # progress only (rewritten every second): no fsync, which waits for the disk
         )  # fmt: skip
 
 
@@ -100,29 +101,28 @@ def simulate_dag(pool, pos: int, spec: ShardSpec, settings: RunSettings, plannin
         runs.append((model, simulate_dag_budget(pool, pos, budget, unique_deadlines, baselines, trials, s_m,
                                                 progress=progress)))  # fmt: skip
     label_order = {lab.label: i for i, lab in enumerate(spec.labels())}
+    # the cell fields of a record, computed once per cell (not once per record)
+    cell_fields = [
+        {"cell": c.cell_id, "budget_group": spec.group, "budget_input_type": c.budget.kind,
+         "budget_axis_value": c.budget.value, "budget_nominal": nb, "deadline_input_type": c.deadline.kind,
+         "deadline_axis_value": c.deadline.value, "deadline_nominal": nd}
+        for c in cells
+    ]  # fmt: skip
     out: list[tuple[tuple, dict]] = []
     for model, records in runs:
         for r in records:
             method = r["method"]
             label = method if model is None else f"{method}{SUITE_SEP}{model}"
-            for ci, c in enumerate(cells):
+            order = label_order[label]
+            for ci in range(len(cells)):
                 if cell_deadline[ci] != r["deadline"]:
                     continue
                 rec = dict(r)
                 rec["method"] = label
-                rec.update(
-                    cell=c.cell_id,
-                    budget_group=spec.group,
-                    budget_input_type=c.budget.kind,
-                    budget_axis_value=c.budget.value,
-                    budget_nominal=nb,
-                    deadline_input_type=c.deadline.kind,
-                    deadline_axis_value=c.deadline.value,
-                    deadline_nominal=nd,
-                    base_method=method,
-                    baseline_model=model,
-                )
-                out.append(((ci, label_order[label], rec["exec_trial"]), rec))
+                rec.update(cell_fields[ci])
+                rec["base_method"] = method
+                rec["baseline_model"] = model
+                out.append(((ci, order, rec["exec_trial"]), rec))
     out.sort(key=lambda kv: kv[0])
     return [rec for _, rec in out]
 

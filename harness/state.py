@@ -237,7 +237,7 @@ class ShardState:
             return  # our claim was released (stale) and taken by someone else
         rec = {"worker": worker, "time": time.time()}
         rec.update(progress or {})
-        atomic_write_json(self.f(sid, "heartbeat"), rec, indent=None)
+        atomic_write_json(self.f(sid, "heartbeat"), rec, indent=None, fsync=False)  # rewritten every few seconds
 
     # --- outcomes -------------------------------------------------------------------
 

@@ -24,8 +24,12 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (fsync, then rename)."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically (fsync, then rename).
+
+    ``fsync=False``: rename without the fsync, for a file rewritten every few seconds whose loss in a power cut
+    costs nothing (a heartbeat, a progress file): readers still see the old file or the whole new one.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -33,7 +37,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
@@ -44,9 +49,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike, text: str, fsync: bool = True) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), fsync)
 
 
 def dumps_compact(obj: Any) -> str:
@@ -54,9 +59,9 @@ def dumps_compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2, fsync: bool = True) -> None:
     """Write one JSON document atomically (pretty-printed by default)."""
-    atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync)
 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:

@@ -35,7 +35,13 @@ from simulator.engine.episode import DecisionView, Policy
 from simulator.engine.live_rules import charge_ceilings, reservation_unit
 from simulator.engine.registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
 from simulator.mcpp.anytime import MemberTables, Rates, evaluate_auto, pair_scores, race, surely_failing
-from simulator.mcpp.candidates import actions_to_arrays, candidates_key, generate_candidates
+from simulator.mcpp.candidates import (
+    CORRECTED_FULL,
+    FULL,
+    actions_to_arrays,
+    candidates_key,
+    generate_candidates,
+)
 from simulator.mcpp.kernel import NO_CEILING, DecisionState, plan_bounds, run_pairs, run_pairs_serial
 from simulator.mcpp.params import (
     MCPP,
@@ -59,6 +65,8 @@ __all__ = [
 ]
 
 PREFIX = "mc_portfolio_"
+#: candidate modes that draw nothing: their list is a function of the ready set alone (cached per episode)
+KEYLESS_MODES = (FULL, CORRECTED_FULL)
 
 
 def hoeffding_epsilon(n_pairs: int, M: int, delta: float) -> float:
@@ -118,6 +126,20 @@ class _EpisodeTables:
         # the live execution rules cap their samples as a live run does
         self.ceiling = charge_ceilings(parr)
         self.unit = reservation_unit(parr)
+        # per-episode caches of what a decision derives from fixed inputs alone (never written to afterwards):
+        # the candidate arrays of a ready set whose candidates need no draw (``KEYLESS_MODES``), the members'
+        # arrays and the (candidate, member) pair indices of a shape
+        self.keyless: dict[tuple[int, ...], tuple] = {}
+        self.member_arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self.pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def pair_indices(self, C: int, Pm: int) -> tuple[np.ndarray, np.ndarray]:
+        """(candidate, member) of each pair i, in (candidate, member) order (cached per shape)."""
+        got = self.pairs.get((C, Pm))
+        if got is None:
+            got = self.pairs[(C, Pm)] = (np.repeat(np.arange(C, dtype=np.int64), Pm),
+                                         np.tile(np.arange(Pm, dtype=np.int64), C))  # fmt: skip
+        return got
 
     def member_tables(self, members: list[tuple[int, int]]) -> MemberTables:
         if self.members is None:
@@ -209,6 +231,13 @@ class MCPortfolioPolicy(Policy):
             return [str(self.dag_model_ids[j]) for j in self._models]
         return [int(j) for j in self._models]
 
+    def _params_record(self) -> dict:
+        """``self.params.record()`` (the params are frozen: built once per policy), a fresh copy each call."""
+        rec = self.__dict__.get("_params_rec")
+        if rec is None:
+            rec = self._params_rec = self.params.record()
+        return {k: (list(v) if isinstance(v, list) else v) for k, v in rec.items()}
+
     def members(self) -> list[tuple[int, int]]:
         """The portfolio Seq-(m, k) as (model position, k), in (model, k) order."""
         return [(int(j), int(k)) for j in self._models for k in self.params.base_ks]
@@ -257,7 +286,7 @@ class MCPortfolioPolicy(Policy):
             p + "epsilon_max": float(max(d.epsilon for d in ds)) if ds else None,
             p + "wall_ms_total": float(sum(d.wall_ms for d in ds)),
             p + "wall_ms_max": float(max(d.wall_ms for d in ds)) if ds else 0.0,
-            p + "params": {**self.params.record(), "model_ids": self.resolved_model_ids()},
+            p + "params": {**self._params_record(), "model_ids": self.resolved_model_ids()},
         }
         if self.params.anytime:  # only then: the faithful records keep their fields
             any_ = [d.anytime for d in ds if d.anytime is not None]
@@ -320,8 +349,7 @@ class MCPortfolioPolicy(Policy):
                 return evaluate_on(pc, pm, s_lo, s_hi, False)
             # chunks on the faster kernel (same results: every simulation has its own key)
             return evaluate_auto(evaluate_on, pc, pm, s_lo, s_hi, self._rates)
-        pair_c = np.repeat(np.arange(C, dtype=np.int64), Pm)
-        pair_m = np.tile(np.arange(Pm, dtype=np.int64), C)
+        pair_c, pair_m = tb.pair_indices(C, Pm)
         anytime = None
         best_n = P.M
         if P.anytime:
@@ -388,24 +416,33 @@ class MCPortfolioPolicy(Policy):
             key_trial, key_decision = view.trial, view.decision_index
         models = self._models
         ready = np.asarray(view.ready, dtype=np.int64)
-        gen = generate_candidates(
-            parr.available,
-            ready,
-            models,
-            P.base_ks,
-            P.random_free_n,
-            P.exact_cap,
-            P.max_candidate_actions,
-            candidates_key(view.seed, view.dag, key_trial, key_decision),
-            P.candidate_generator,
-        )
-        if gen is None:
-            return None
-        actions, mode, n_base = gen
-        cand_model, cand_count = actions_to_arrays(actions)
+        ready_key = tuple(ready.tolist())
+        known = tb.keyless.get(ready_key)
+        if known is not None:  # the same ready set gives the same candidates when no draw picks them
+            mode, n_base, cand_model, cand_count = known
+        else:
+            gen = generate_candidates(
+                parr.available,
+                ready,
+                models,
+                P.base_ks,
+                P.random_free_n,
+                P.exact_cap,
+                P.max_candidate_actions,
+                candidates_key(view.seed, view.dag, key_trial, key_decision),
+                P.candidate_generator,
+            )
+            if gen is None:
+                return None
+            actions, mode, n_base = gen
+            cand_model, cand_count = actions_to_arrays(actions)
+            if mode in KEYLESS_MODES:
+                tb.keyless[ready_key] = (mode, n_base, cand_model, cand_count)
         members = self.members()
-        mem_model = np.array([m for m, _ in members], dtype=np.int64)
-        mem_k = np.array([k for _, k in members], dtype=np.int64)
+        if tb.member_arrays is None:
+            tb.member_arrays = (np.array([m for m, _ in members], dtype=np.int64),
+                                np.array([k for _, k in members], dtype=np.int64))  # fmt: skip
+        mem_model, mem_k = tb.member_arrays
 
         completed = np.asarray(view.completed, dtype=np.bool_)
         parents_done = np.bincount(
