@@ -158,7 +158,14 @@ def test_a_deterministic_400_is_not_resent_and_ends_the_run_from_the_command_lin
     assert r.returncode == 4 and run_s < 2.0, (r.returncode, run_s, took, r.stderr)
     assert "prompt too long" in r.stderr and "refused" in r.stderr
     seen = json.loads(record.read_text())["seen"]
-    assert len(seen) <= 16
+    sent = [(x["node"], x["model"], x["attempt"]) for x in seen]
+    assert len(sent) == len(set(sent)), "a request refused with a 400 was sent again"
+    by_pair: dict = {}
+    for node, model, attempt in sent:
+        by_pair.setdefault((node, model), []).append(attempt)
+    # one launch per (node, model), whatever the timing: its samples 0..k-1 went out together, none after the 400
+    assert all(sorted(a) == list(range(len(a))) for a in by_pair.values()), by_pair
+    assert len(by_pair) <= 2 * 4  # DAG 0 has two roots and the pool four models: every pair refused at most once
     reqs = [e for e in ev if e["event"] == "request" and e["status"] != "refused"]
     assert reqs and all(e["http_status"] == 400 and "prompt too long" in e["error"] for e in reqs)
     assert ev[-1]["termination"] == "refused" and "prompt too long" in ev[-1]["message"]
