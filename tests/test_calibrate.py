@@ -40,11 +40,18 @@ def test_calibrate_reports_cells_reliability_ece_and_a_plot(tmp_path):
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("ECE raw: ") and "  calibrated: " in last
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    rj = subprocess.run([*cmd[:-2], "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    rj = subprocess.run([*cmd[:-2], "--json", "--workers", "2"], cwd=ROOT, capture_output=True, text=True,
+                        timeout=300)
     rep = json.loads(rj.stdout)
+    r1 = subprocess.run([*cmd[:-2], "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert json.loads(r1.stdout) == rep  # one worker or two: every draw is keyed, the report is the same
     assert len(rep["cells"]) == 4 and all(0 <= c["realized"] <= 1 and 0 <= c["calibrated"] <= 1 for c in rep["cells"])
     assert all(0 <= c["raw"] <= 1 for c in rep["cells"])
     assert rep["ece_raw"] == pytest.approx(float(last.split()[2]), abs=1e-4)
     bad = subprocess.run([*cmd[:6], "--budget-ratios", "1", "--deadline-ratios", "1", "--method", "sequential"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    for flag, value in (("--workers", "0"), ("--trials", "-3"), ("--workers", "two")):
+        r = subprocess.run([*cmd[:6], "--budget-ratios", "1", "--deadline-ratios", "1", flag, value], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and flag in r.stderr, r.stderr

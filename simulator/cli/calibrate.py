@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulator.base.errors import ConfigError
+from simulator.base.validation import check_int
 from simulator.cli.args import add_pool_arguments, check_common_args, cost_setting_from_args
 from simulator.costs.arrays import dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -81,29 +82,69 @@ def reliability(estimate: np.ndarray, realized: np.ndarray) -> list[dict]:
     return rows
 
 
+def _cell(pool, d: int, rb: float, rd: float, trials: int, method: str, seed: int, setting, params: dict,
+          execution_rules: str) -> dict:
+    """One cell: the first decision's raw score, the calibrated estimate and the realized on-time rate."""
+    arr = dag_arrays(pool, d, setting)
+    st = pool[d]
+    where = f"DAG {d} ({st.problem_id}): "
+    B, D = rb * nominal_budget(arr, where), rd * nominal_deadline(arr, where)
+    run = (params, None, None, st.model_ids)
+    real = simulate_method(arr, method, B, D, list(range(trials)), seed, int(st.index), *run,
+                           execution_rules=execution_rules)
+    calib = simulate_method(arr, method, B, D, list(range(trials)), seed + CALIBRATION_SEED_OFFSET,
+                            int(st.index), *run, execution_rules=execution_rules)
+    first = [g.get("mc_portfolio_best_score_first") for g in real.diagnostics]
+    first = [x for x in first if x is not None]
+    return {"dag": d, "problem_id": st.problem_id, "budget_ratio": rb, "deadline_ratio": rd,
+            "raw": float(np.mean(first)) if first else float("nan"),
+            "calibrated": float(calib.on_time(D).mean()), "realized": float(real.on_time(D).mean())}
+
+
+_WORKER_POOL = None
+
+
+def _worker_init(pool_path: str) -> None:
+    global _WORKER_POOL
+    _WORKER_POOL = load_pool(pool_path)
+
+
+def _worker_cell(job: tuple) -> dict:
+    return _cell(_WORKER_POOL, *job)
+
+
 def calibrate(pool, dags, budget_ratios, deadline_ratios, trials: int, method: str, seed: int, setting,
-              params: dict, execution_rules: str = PUBLISHED) -> dict:
-    """Every cell's raw, calibrated and realized rates, the reliability tables and both ECEs."""
-    cells = []
-    for d in dags:
-        arr = dag_arrays(pool, d, setting)
-        st = pool[d]
-        where = f"DAG {d} ({st.problem_id}): "
-        B0, D0 = nominal_budget(arr, where), nominal_deadline(arr, where)
-        for rb in budget_ratios:
-            for rd in deadline_ratios:
-                B, D = rb * B0, rd * D0
-                run = (params, None, None, st.model_ids)
-                real = simulate_method(arr, method, B, D, list(range(trials)), seed, int(st.index), *run,
-                                       execution_rules=execution_rules)
-                calib = simulate_method(arr, method, B, D, list(range(trials)), seed + CALIBRATION_SEED_OFFSET,
-                                        int(st.index), *run, execution_rules=execution_rules)
-                first = [g.get("mc_portfolio_best_score_first") for g in real.diagnostics]
-                first = [x for x in first if x is not None]
-                cells.append({"dag": d, "problem_id": st.problem_id, "budget_ratio": rb, "deadline_ratio": rd,
-                              "raw": float(np.mean(first)) if first else float("nan"),
-                              "calibrated": float(calib.on_time(D).mean()),
-                              "realized": float(real.on_time(D).mean())})
+              params: dict, execution_rules: str = PUBLISHED, *, workers: int = 1, pool_path: str | None = None,
+              progress: bool = False) -> dict:
+    """Every cell's raw, calibrated and realized rates, the reliability tables and both ECEs.
+
+    ``workers`` > 1 runs the cells in that many processes (each loads the
+    pool from ``pool_path`` once); every cell's draws are keyed by its DAG,
+    trial and seed, so the report is the same for any number of workers.
+    """
+    jobs = [(d, rb, rd, trials, method, seed, setting, params, execution_rules)
+            for d in dags for rb in budget_ratios for rd in deadline_ratios]
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), unit="cell", desc="calibrate", disable=not progress)
+    if workers > 1 and len(jobs) > 1:
+        if pool_path is None:
+            raise ConfigError("calibrate with workers > 1 needs the pool's path")
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("spawn"),
+                                 initializer=_worker_init, initargs=(pool_path,)) as ex:
+            cells = []
+            for c in ex.map(_worker_cell, jobs):
+                cells.append(c)
+                bar.update()
+    else:
+        cells = []
+        for job in jobs:
+            cells.append(_cell(pool, *job))
+            bar.update()
+    bar.close()
     raw = np.array([c["raw"] for c in cells])
     cal = np.array([c["calibrated"] for c in cells])
     real = np.array([c["realized"] for c in cells])
@@ -151,6 +192,7 @@ def calibrate_main(argv: Sequence[str]) -> int:
     ap.add_argument("--execution-rules", default=PUBLISHED, choices=EXECUTION_RULES, help="execution-rule mode")
     ap.add_argument("--plot", default=None, help="write the reliability diagram here (PNG)")
     ap.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    ap.add_argument("--workers", default="1", help="processes running cells at once (the report is the same)")
     add_mcpp_arguments(ap)
     args = check_common_args(ap.parse_args(argv))
     method = canonical_method(args.method)
@@ -159,10 +201,12 @@ def calibrate_main(argv: Sequence[str]) -> int:
     params = mcpp_params_from_args(args)
     resolve_params(params)
     brs, drs = _ratios(args.budget_ratios, "--budget-ratios"), _ratios(args.deadline_ratios, "--deadline-ratios")
+    workers = check_int(args.workers, "--workers", "flag", lo=1)
+    trials = check_int(args.trials, "--trials", "flag", lo=1)
     pool = load_pool(args.pool)
     dags = _dags(args.dags, len(pool))
-    report = calibrate(pool, dags, brs, drs, int(args.trials), method, args.seed, cost_setting_from_args(args),
-                       params, args.execution_rules)
+    report = calibrate(pool, dags, brs, drs, trials, method, args.seed, cost_setting_from_args(args),
+                       params, args.execution_rules, workers=workers, pool_path=args.pool, progress=True)
     if args.plot:
         plot(report, args.plot)
     if args.json:
