@@ -152,12 +152,15 @@ class PlainName(Parser):
 
 
 class Executable(Parser):
+    """A command on PATH, kept as given, or a path, made absolute: job lines run in other directories (a
+    relative ``PYTHON=.venv/bin/python`` would name nothing in a shard's working directory)."""
+
     expects = "an executable (path or command on PATH)"
 
     def __call__(self, text: str, name: str) -> str:
         if shutil.which(text) is None:
             raise ConfigError(f"{where(name, SOURCE)}: expected {self.expects}, got {text!r} (not found)")
-        return text
+        return os.path.abspath(text) if os.sep in text else text
 
 
 class ShellWords(Parser):

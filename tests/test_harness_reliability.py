@@ -59,6 +59,18 @@ def test_incomplete_merge_message_and_report_counts_agree(tmp_path):
     )
 
 
+def test_a_relative_python_runs_every_shard(tmp_path):
+    """``PYTHON=.venv/bin/python`` (what the missing-packages message advises) names the interpreter from the
+    directory the command was started in; shards run elsewhere, so the job lines hold its absolute path."""
+    rel = os.path.relpath(sys.executable, "/")  # the harness helper starts run_experiment.sh in /
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), PYTHON=rel, N_EXEC_TRIALS=2, DAGS_PER_SHARD=1)
+    harness("local", env)
+    run = tmp_path / "runs" / "t"
+    lines = (run / "jobs_list.txt").read_text().splitlines()
+    assert lines and all(line.startswith(sys.executable + " ") for line in lines)
+    assert list((run / "merged" / "cells").iterdir())
+
+
 # ----------------------------------------------------------------------------- #4 relocatable runs
 
 
