@@ -14,9 +14,10 @@ All functions are compiled with numba and callable from Python too.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 
 from simulator.base import jitmode
+from simulator.base.jit import njit
 
 
 def _jit(signature: str):

@@ -15,10 +15,9 @@ from functools import partial
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from simulator.base.errors import ConfigError
-from simulator.base.jit import compiled_only
+from simulator.base.jit import compiled_only, njit
 from simulator.base.rng import STREAM_STATIC, make_key, uniform
 from simulator.base.threads import run_chunked
 from simulator.costs.arrays import DagArrays

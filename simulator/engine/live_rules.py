@@ -47,8 +47,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from simulator.base.jit import njit
 from simulator.base.rng import fold, make_key
 from simulator.costs.arrays import DagArrays
 from simulator.engine.loop import sample_latency

@@ -25,9 +25,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
-from simulator.base.jit import compiled_only
+from simulator.base.jit import compiled_only, njit
 from simulator.base.rng import STREAM_ATTEMPT, fold, make_key, normal, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.costs.arrays import (

@@ -30,9 +30,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 
-from simulator.base.jit import compiled_only
+from simulator.base.jit import compiled_only, njit
 from simulator.base.rng import GOLDEN, fold, normal, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked

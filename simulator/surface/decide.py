@@ -18,8 +18,8 @@ every count is 0, as :meth:`MCPortfolioPolicy.decide` does.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from simulator.base.jit import njit
 from simulator.mcpp.kernel import run_pairs_outcomes, run_pairs_serial
 from simulator.mcpp.policy import MCPortfolioPolicy
 

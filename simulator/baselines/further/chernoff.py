@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from simulator.base.jit import njit
 from simulator.baselines.further.graph import remaining
 from simulator.baselines.further.numeric import clip
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from simulator.base.jit import njit
 
 
 class Remaining(NamedTuple):

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from simulator.base.jit import njit
 from simulator.baselines.further.graph import (
     all_paths,
     critical_path,
