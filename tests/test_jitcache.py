@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from simulator.base import jitcache
+from simulator.base.sources import package_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +57,7 @@ def test_the_simulators_kernels_use_the_package_key():
 
     for kernel in (new_state, trial_range, run_pairs_serial):
         assert isinstance(kernel._cache._impl.locator, jitcache.LOCATORS), kernel
-    digest = jitcache.package_digest(str(ROOT / "simulator"))
+    digest = package_digest(str(ROOT / "simulator"))
     assert new_state._cache._impl.locator.get_source_stamp() == digest and len(digest) == 32
 
 

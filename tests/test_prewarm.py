@@ -20,6 +20,7 @@ import pytest
 
 from simulator import prewarm_groups
 from simulator.base import prewarm
+from simulator.base.sources import package_digest
 from tests.harness_util import ROOT
 
 SIMULATE = ["simulate", "--pool", "examples/example_pool.jsonl", "--dag", "0", "--budget-ratio", "1",
@@ -161,12 +162,17 @@ def test_no_helper_on_a_warm_cache(monkeypatch, tmp_path):
         (other / f"{stem.rpartition('/')[2]}-1.py311.nbi").write_bytes(b"")
     assert not prewarm.cache_has(prewarm_groups.KERNEL_FILES)
     assert Path(prewarm.cache_dir()).parent == tmp_path and Path(prewarm.cache_dir()).name.startswith("simulator_")
+    stamp = package_digest(prewarm._HERE)
     for stem in prewarm_groups.KERNEL_FILES:
         package, _, name = stem.rpartition("/")
         sub = Path(prewarm.cache_dir(package))
         assert sub.parent == tmp_path and sub.name.startswith(package.rpartition("/")[2] + "_")
         sub.mkdir(exist_ok=True)
-        (sub / f"{name}-1.py311.nbi").write_bytes(b"")
+        (sub / f"{name}-1.py311.nbi").write_bytes(b"0.68.1 index of older sources")
+    assert not prewarm.cache_has(prewarm_groups.KERNEL_FILES)  # left by older sources (a git pull): cold
+    for stem in prewarm_groups.KERNEL_FILES:
+        package, _, name = stem.rpartition("/")
+        (Path(prewarm.cache_dir(package)) / f"{name}-1.py311.nbi").write_bytes(b"index " + stamp + b" overloads")
     assert prewarm.cache_has(prewarm_groups.KERNEL_FILES)
     prewarm_groups.start([*SIMULATE, "--method", "sequential"])
     assert calls == []

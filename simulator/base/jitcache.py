@@ -15,7 +15,8 @@ The locators below keep numba's own places (``NUMBA_CACHE_DIR``, else the
 the freshness stamp: the digest of every ``.py`` file of the registered
 package (paths and contents). Any change to the package recompiles each
 kernel once, on its next use; nothing stale is ever loaded. The digest is
-computed once per process (about 600 KB of sources; a few milliseconds).
+computed once per process (about 600 KB of sources; a few milliseconds;
+:mod:`simulator.base.sources`).
 
 Numba's list of locator classes is an internal of numba (pinned in
 ``requirements.txt``); ``tests/test_jitcache.py`` checks that the simulator's
@@ -24,30 +25,13 @@ kernels use these locators and that a changed callee is recompiled.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from numba.core import caching
 
+from simulator.base.sources import package_digest
+
 _ROOTS: list[str] = []
-_DIGESTS: dict[str, bytes] = {}
-
-
-def package_digest(root: str) -> bytes:
-    """sha256 over the relative path and the sha256 of every ``.py`` file under ``root`` (computed once)."""
-    got = _DIGESTS.get(root)
-    if got is None:
-        h = hashlib.sha256()
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-            for name in sorted(filenames):
-                if name.endswith(".py"):
-                    path = os.path.join(dirpath, name)
-                    with open(path, "rb") as f:
-                        content = f.read()
-                    h.update(os.path.relpath(path, root).encode() + b"\0" + hashlib.sha256(content).digest())
-        got = _DIGESTS[root] = h.digest()
-    return got
 
 
 def _root_of(py_file: str) -> str | None:
@@ -107,4 +91,4 @@ def install(root: str) -> None:
             classes.insert(0, cls)
 
 
-__all__ = ["LOCATORS", "install", "package_digest"]
+__all__ = ["LOCATORS", "install"]

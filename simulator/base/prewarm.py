@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from simulator.base.sources import package_digest
+
 #: longest wait for the helper's copy of one kernel before compiling it here
 WAIT_LIMIT_S = 120.0
 #: how often the cache is looked at while waiting
@@ -84,15 +86,28 @@ def cache_dir(package: str = "") -> str:
 def cache_has(stems: Iterable[str]) -> bool:
     """Whether numba's cache holds an index for every kernel file stem (``[package/]<module>.<function>``).
 
-    A look at file names only (numba names an index
-    ``<module>.<function>-<line>.py<version>.nbi``; nothing is imported): an
-    index left by an older version of the sources counts too.
+    Numba names an index ``<module>.<function>-<line>.py<version>.nbi``; it
+    counts only if it holds the stamp of today's sources (the package digest
+    of :mod:`simulator.base.jitcache`, found as bytes in the file: nothing is
+    unpickled or imported). An index left by older sources (after a ``git
+    pull``) is cold, so the helper compiles beside the run as on a fresh
+    machine.
     """
+    stamp = package_digest(_HERE)
     for s in stems:
         package, _, stem = s.rpartition("/")
-        if not glob.glob(os.path.join(glob.escape(cache_dir(package)), f"{stem}-*.nbi")):
+        if not any(_holds(path, stamp) for path in glob.glob(
+                os.path.join(glob.escape(cache_dir(package)), f"{stem}-*.nbi"))):  # fmt: skip
             return False
     return True
+
+
+def _holds(path: str, stamp: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return stamp in f.read()
+    except OSError:
+        return False
 
 
 def launch(argv: Sequence[str]) -> subprocess.Popen | None:
