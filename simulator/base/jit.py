@@ -24,14 +24,13 @@ compiled code; ``tests/test_compiled_only.py`` fails if Python code (outside a
 
 from __future__ import annotations
 
-import os
-
 from numba import njit
 
 from simulator.base import jitcache
+from simulator.base.sources import SIMULATOR_DIR
 
 # before any kernel is decorated: every module with kernels takes ``njit`` from here (tests/test_jitcache.py)
-jitcache.install(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+jitcache.install(SIMULATOR_DIR)
 
 #: decorator of a kernel only compiled code calls (no interpreter entry point)
 compiled_only = njit(cache=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from simulator.base.sources import package_digest
+from simulator.base.sources import SIMULATOR_DIR, package_digest
 
 #: longest wait for the helper's copy of one kernel before compiling it here
 WAIT_LIMIT_S = 120.0
@@ -49,7 +49,7 @@ POLL_S = 0.01
 ENV_SWITCH = "SIMULATOR_PREWARM"
 ROOT = Path(__file__).resolve().parents[2]
 #: the directory of the ``simulator`` package as numba names it (the absolute path of the sources, symlinks kept)
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_HERE = SIMULATOR_DIR
 
 _helper: subprocess.Popen | None = None
 

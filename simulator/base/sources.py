@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 
+#: the ``simulator`` package's directory (absolute, symlinks kept, as numba names sources): its kernels' stamp
+SIMULATOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 _DIGESTS: dict[str, bytes] = {}
 
 
@@ -30,4 +33,4 @@ def package_digest(root: str) -> bytes:
     return got
 
 
-__all__ = ["package_digest"]
+__all__ = ["SIMULATOR_DIR", "package_digest"]

@@ -61,6 +61,8 @@ PARAMETRIC_SAMPLES = 256
 OVERDUE_S = 1e-3
 #: keyed stream of the live rules' own draws (parametric latency samples)
 STREAM_LIVE = 102
+#: rounding down to whole units forgives this much (a count times a price divided by the price is not exact)
+ROUND_DOWN_TOL = 1e-9
 
 
 def charge_ceilings(arr: DagArrays) -> np.ndarray:
@@ -103,7 +105,7 @@ def whole(x, unit):
     """``x`` rounded down to a multiple of ``unit`` (``unit`` 0: unchanged)."""
     if unit <= 0.0:
         return x
-    return math.floor(x / unit + 1e-9) * unit
+    return math.floor(x / unit + ROUND_DOWN_TOL) * unit
 
 
 def tokens_within(amount: float, per_token: float) -> int:
@@ -112,11 +114,11 @@ def tokens_within(amount: float, per_token: float) -> int:
     ``amount // per_token`` is one token short whenever ``amount`` is itself a
     price times a count (``(1234 * 2e-7) // 2e-7 == 1233``): the live run would
     then cut an answer that its simulated twin, capped at the same amount,
-    lets through. The tolerance is the one :func:`whole` rounds down with.
+    lets through. It rounds down with :func:`whole`'s tolerance, :data:`ROUND_DOWN_TOL`.
     """
     if amount <= 0.0:
         return 0
-    return int(math.floor(amount / per_token + 1e-9))
+    return int(math.floor(amount / per_token + ROUND_DOWN_TOL))
 
 
 @njit(cache=True, nogil=True)
