@@ -292,20 +292,15 @@ def check_pool(cfg: RunConfig, pool: Pool) -> dict[str, Any]:
                 f"PLANNING_POOL_PATH {cfg.planning['pool']}: {len(planning_pool)} DAGs, but the execution pool "
                 f"has {cfg.pool_rows}; the planning pool must be aligned row by row"
             )
-    dag_checks = []  # each method's own refusal of a DAG (e.g. MCPP's portfolio models), with its run parameters
-    for method in cfg.methods:
-        spec = method_spec(method)
-        if spec.check_dag is not None:
-            dag_checks.append((spec.check_dag, spec.run_params(getattr(cfg, spec.settings_key) if spec.settings_key else {})))
+    specs = [method_spec(method) for method in cfg.methods]
+    dag_checks = [(spec, getattr(cfg, spec.settings_key) if spec.settings_key else {})  # each method's own refusal
+                  for spec in specs if spec.check_dag is not None]  # of a DAG (e.g. MCPP's portfolio models)
     for i in range(len(pool)):
         st = pool[i]
         where = f"DAG {st.index} (problem {st.problem_id!r}, {cfg.pool_path} line {st.line}): "
         arr = dag_arrays(pool, i, setting)
-        for check_dag, params in dag_checks:
-            try:
-                check_dag(params, st, arr)
-            except ConfigError as exc:
-                raise ConfigError(f"{where}{exc}") from None
+        for spec, settings_params in dag_checks:
+            spec.refuse_dag(settings_params, st, arr, where)
         for model in cfg.baseline_suite:
             if model not in st.model_ids:
                 raise ConfigError(f"{where}BASELINE_SUITE model {model!r} is not on this DAG ({list(st.model_ids)})")

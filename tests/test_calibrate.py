@@ -55,3 +55,7 @@ def test_calibrate_reports_cells_reliability_ece_and_a_plot(tmp_path):
         r = subprocess.run([*cmd[:6], "--budget-ratios", "1", "--deadline-ratios", "1", flag, value], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and flag in r.stderr, r.stderr
+    # a model no DAG has: refused before the first cell, naming the DAG and its line (no progress bar drawn)
+    r = subprocess.run([*cmd[:6], "--budget-ratios", "1", "--deadline-ratios", "1", "--mc-portfolio-model-ids",
+                        "nosuch"], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "'nosuch'" in r.stderr and "line 1" in r.stderr, r.stderr

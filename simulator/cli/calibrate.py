@@ -205,7 +205,12 @@ def calibrate_main(argv: Sequence[str]) -> int:
     trials = check_int(args.trials, "--trials", "flag", lo=1)
     pool = load_pool(args.pool)
     dags = _dags(args.dags, len(pool))
-    report = calibrate(pool, dags, brs, drs, trials, method, args.seed, cost_setting_from_args(args),
+    setting = cost_setting_from_args(args)
+    for d in dags:  # a DAG the method cannot run on is refused before the first cell
+        st = pool[d]
+        method_spec(method).refuse_dag(params, st, dag_arrays(pool, d, setting),
+                                       f"DAG {d} (problem {st.problem_id!r}, {args.pool} line {st.line}): ")
+    report = calibrate(pool, dags, brs, drs, trials, method, args.seed, setting,
                        params, args.execution_rules, workers=workers, pool_path=args.pool, progress=True)
     if args.plot:
         plot(report, args.plot)

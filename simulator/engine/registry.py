@@ -117,6 +117,15 @@ class MethodSpec:
         """The parameters this method runs with: the run's (``settings_key``) with the entry's on top."""
         return {**dict(settings_params or {}), **dict(self.params)}
 
+    def refuse_dag(self, settings_params: Mapping[str, Any] | None, stats: Any, arr: Any, where: str) -> None:
+        """The method's own refusal of a DAG (``check_dag``), before any work, its message prefixed by ``where``."""
+        if self.check_dag is None:
+            return
+        try:
+            self.check_dag(self.run_params(settings_params), stats, arr)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}{exc}") from None
+
 
 class Execution(NamedTuple):
     """How a method runs under a run's execution-rule mode."""
