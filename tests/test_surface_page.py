@@ -76,11 +76,18 @@ def test_surface_serve_refuses_a_run_without_surface_in_one_line(tmp_path):
     assert bad.returncode == 2 and "SURFACE_PORT" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """A suite started in the background (``cmd &`` in a script) hands its children SIGINT ignored, and
+    neither bash nor Python can undo an ignored SIGINT: give the server the terminal's default, as Ctrl-C meets it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_surface_serve_prints_its_url_and_serves_page_and_data(tmp_path):
     run = tmp_path / "run"
     write_surface(run / "surface", n_queries=2, n_budgets=3, n_deadlines=4)  # no page yet: serve writes it
     proc = subprocess.Popen(["bash", HARNESS, "surface-serve"], env=clean_env(RUN_DIR=run, SURFACE_PORT=0),
-                            cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_at_a_terminal)
     try:
         line = ""
         deadline = time.monotonic() + 30
