@@ -5,6 +5,11 @@ writes ``benchmarks/results_agree_cells.json`` (``results_agree_cells_seed<S>.js
 than 0) and prints a Markdown table (quoted in ``docs/executor.md``). The world draws with seed + 1, so
 the two sides are independent samples; a cell agrees when both differences (on-time rate, mean spend)
 are within 2 standard errors.
+
+``python -m benchmarks.agree_cells --summary`` reads every ``results_agree_cells*.json`` (one per seed)
+and prints how the z-scores spread over the replications: were the two sides equal in distribution, a
+z-score would be standard normal, and 4.6% of comparisons would lie beyond 2 SE by chance.
+``--spread METHOD B D [--seeds 40]`` checks the standard errors themselves on the simulated side alone.
 """
 
 from __future__ import annotations
@@ -16,20 +21,81 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("mc_portfolio_rollout", "sequential", "uniform")
 BUDGETS = ("0.5", "0.7", "1")
 DEADLINES = ("0.7", "1", "1.5")
 
 
+def summary(paths: list[Path]) -> str:
+    """The z-scores of every replication, per method and per seed, against a standard normal's."""
+    by_method: dict[str, list[tuple[str, float]]] = {}
+    lines = ["| seed | cells | within 2 SE |", "|---|---|---|"]
+    for path in paths:
+        res = json.loads(path.read_text())
+        cells = res["cells"]
+        lines.append(f"| {res.get('seed', 0)} | {len(cells)} | {sum(c['pass'] for c in cells)} |")
+        for c in cells:
+            degenerate = c["live"] == c["sim"] and c["live"] in (0.0, 1.0)  # both rates 0 or 1: no spread to compare
+            if not degenerate:
+                by_method.setdefault(c["method"], []).append(("on time", c["z_on_time"]))
+            by_method.setdefault(c["method"], []).append(("spend", c["z_spend"]))
+    lines += ["", "| method | measure | comparisons | beyond 2 SE | mean z | sd of z |", "|---|---|---|---|---|---|"]
+    for method, zs in by_method.items():
+        for measure in ("on time", "spend"):
+            z = np.array([v for m, v in zs if m == measure])
+            lines.append(f"| {method} | {measure} | {len(z)} | {int((np.abs(z) > 2).sum())} ({(np.abs(z) > 2).mean():.1%}) "
+                         f"| {z.mean():+.2f} | {z.std(ddof=1):.2f} |")  # fmt: skip
+    z_all = np.array([v for zs in by_method.values() for _, v in zs])
+    lines.append(f"\nall: {int((np.abs(z_all) > 2).sum())} of {len(z_all)} comparisons beyond 2 SE "
+                 f"({(np.abs(z_all) > 2).mean():.1%}; a standard normal: 4.6%)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def spread(method: str, budget_ratio: float, deadline_ratio: float, seeds: int, runs: int, dag: int) -> str:
+    """The simulated side alone over ``seeds`` seeds: the spread of its on-time rate and mean spend between seeds
+    against the standard errors ``agree`` computes within one seed (equal, if its trials are independent draws)."""
+    from executor.agree import simulated_side
+    from executor.inputs import load_dag, make_workflow
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+
+    pool_path = str(ROOT / "examples" / "example_pool.jsonl")
+    pool, row = load_dag(pool_path, dag)
+    wf = make_workflow(pool, row, pool_path, None, "", None, "token_cost_mean")
+    budget, deadline = budget_ratio * nominal_budget(wf.arr, ""), deadline_ratio * nominal_deadline(wf.arr, "")
+    sides = [simulated_side(wf, method, budget, deadline, runs, s, None) for s in range(seeds)]
+    rates = np.array([side.rate()[0] for side in sides])
+    spends = np.array([side.mean_spend() for side in sides])
+    p = rates.mean()
+    return (f"{method} at budget {budget_ratio:g} x, deadline {deadline_ratio:g} x, {seeds} seeds of {runs} trials: "
+            f"on-time rate sd between seeds {rates.std(ddof=1):.4f}, binomial SE {np.sqrt(p * (1 - p) / runs):.4f}; "
+            f"mean spend sd between seeds {spends[:, 0].std(ddof=1):.1f}, "
+            f"SE within a seed {spends[:, 1].mean():.1f} (mean)")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--summary", action="store_true", help="summarise the replications on disk and exit")
+    ap.add_argument("--spread", nargs=3, metavar=("METHOD", "BUDGET_RATIO", "DEADLINE_RATIO"),
+                    help="the simulated side alone over --seeds seeds: its spread between seeds against its SE")
+    ap.add_argument("--seeds", type=int, default=40)
     ap.add_argument("--runs", type=int, default=400)
     ap.add_argument("--dag", default="0")
     ap.add_argument("--seed", type=int, default=0, help="the simulated side's seed (the world's is seed + 1)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.spread:
+        method, b, d = args.spread
+        print(spread(method, float(b), float(d), args.seeds, args.runs, int(args.dag)))
+        return 0
+    if args.summary:
+        paths = (ROOT / "benchmarks").glob("results_agree_cells*.json")
+        seed_of = lambda p: int(p.stem.removeprefix("results_agree_cells").removeprefix("_seed") or 0)  # noqa: E731
+        print(summary(sorted(paths, key=seed_of)))
+        return 0
     out_name = "results_agree_cells.json" if args.seed == 0 else f"results_agree_cells_seed{args.seed}.json"
     args.out = args.out or str(ROOT / "benchmarks" / out_name)
     rows = []
@@ -49,7 +115,13 @@ def main() -> int:
                              "spend_sim": r["spend"]["sim"], "z_spend": r["spend"]["z_score"], "pass": r["pass"],
                              "seconds": round(time.perf_counter() - t0, 1)})
                 print(json.dumps(rows[-1]), flush=True)
-    Path(args.out).write_text(json.dumps({"runs": args.runs, "dag": args.dag, "seed": args.seed, "cells": rows}, indent=1))
+    out = Path(args.out)
+    if out.exists():  # a replication run a method at a time: keep the other methods' cells of the same seed
+        old = json.loads(out.read_text())
+        if (old["runs"], old["dag"], old.get("seed", 0)) == (args.runs, args.dag, args.seed):
+            rows = [c for c in old["cells"] if c["method"] not in args.methods] + rows
+    rows.sort(key=lambda c: METHODS.index(c["method"]) if c["method"] in METHODS else len(METHODS))
+    out.write_text(json.dumps({"runs": args.runs, "dag": args.dag, "seed": args.seed, "cells": rows}, indent=1))
     print("| method | budget | deadline | on time live | simulated | z | spend live | simulated | z | within 2 SE |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
