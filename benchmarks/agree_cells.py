@@ -69,10 +69,12 @@ def spread(method: str, budget_ratio: float, deadline_ratio: float, seeds: int, 
     rates = np.array([side.rate()[0] for side in sides])
     spends = np.array([side.mean_spend() for side in sides])
     p = rates.mean()
+    far = int(np.argmax(np.abs(spends[:, 0] - spends[:, 0].mean())))
     return (f"{method} at budget {budget_ratio:g} x, deadline {deadline_ratio:g} x, {seeds} seeds of {runs} trials: "
             f"on-time rate sd between seeds {rates.std(ddof=1):.4f}, binomial SE {np.sqrt(p * (1 - p) / runs):.4f}; "
             f"mean spend sd between seeds {spends[:, 0].std(ddof=1):.1f}, "
-            f"SE within a seed {spends[:, 1].mean():.1f} (mean)")  # fmt: skip
+            f"SE within a seed {spends[:, 1].mean():.1f} (mean); farthest seed's spend {far}: "
+            f"{(spends[far, 0] - spends[:, 0].mean()) / spends[:, 1].mean():+.2f} SE from the mean of the seeds")  # fmt: skip
 
 
 def main() -> int:
