@@ -1,0 +1,63 @@
+"""``benchmarks/agree_cells.py``: the replications' summary counted by hand, and its refusals before any cell
+runs (through its command line: the tests do not import the benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def agree_cells(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchmarks.agree_cells", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def _cell(method, z_on_time, z_spend, live=0.5, sim=0.5):
+    return {"method": method, "budget_ratio": "1", "deadline_ratio": "1", "live": live, "sim": sim,
+            "z_on_time": z_on_time, "spend_live": 1.0, "spend_sim": 1.0, "z_spend": z_spend,
+            "pass": abs(z_on_time) <= 2 and abs(z_spend) <= 2}  # fmt: skip
+
+
+def _write(path, seed, cells):
+    path.write_text(json.dumps({"runs": 400, "dag": "0", "seed": seed, "cells": cells}))
+
+
+def test_summary_counts_by_hand(tmp_path):
+    mcpp, seq = "mc_portfolio_rollout", "sequential"
+    _write(tmp_path / "results_agree_cells.json", 0, [_cell(mcpp, 0.5, -2.5), _cell(seq, 1.0, 0.0),
+                                                       _cell(seq, 0.0, 0.0, live=0.0, sim=0.0)])  # fmt: skip
+    _write(tmp_path / "results_agree_cells_seed12.json", 12, [_cell(seq, -3.0, 1.0)])
+    _write(tmp_path / "results_agree_cells_seed2.json", 2, [_cell(seq, 0.0, 0.5)])
+    r = agree_cells("--summary", "--results", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert text.index("| 2 | 1 | 1 |") < text.index("| 12 | 1 | 0 |")  # seeds in numeric order
+    assert "| 0 | 3 | 2 |" in text
+    # the both-zero cell's on-time z is left out (no spread to compare); its spend z counts
+    assert "| sequential | on time | 3 | 1 (33.3%) | -0.67 | 2.08 |" in text
+    assert "| sequential | spend | 4 | 0 (0.0%) | +0.38 | 0.48 |" in text
+    assert "| mc_portfolio_rollout | spend | 1 | 1 (100.0%) | -2.50 | - |" in text
+    assert "all: 2 of 9 comparisons beyond 2 SE" in text
+    assert "every cell of all methods within 2 SE: 0 of 1 replications" in text  # only seed 0 has MCPP cells
+    assert "every cell of the baselines within 2 SE: 2 of 3 replications" in text
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--methods", "nope"], "unknown method(s) 'nope'"),
+    (["--spread", "uniform", "x", "1"], "--spread BUDGET_RATIO (flag): expected a finite number > 0, got 'x'"),
+    (["--spread", "uniform", "1", "1", "--seeds", "1"], "--seeds (flag): expected an integer >= 2, got '1'"),
+    (["--runs", "abc"], "--runs (flag): expected an integer >= 2, got 'abc'"),
+    (["--dag", "99", "--out", "{out}"], "--dag 99 does not exist (the pool has 24 DAGs)"),
+])
+def test_bad_options_are_one_line_before_any_cell(argv, says, tmp_path):
+    out = tmp_path / "cells.json"
+    r = agree_cells(*[a.format(out=out) for a in argv])
+    assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
+    assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not out.exists()
