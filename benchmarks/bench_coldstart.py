@@ -31,6 +31,13 @@ CPU-bound process running beside it (``--busy 1``, the default; 0 for
 none)::
 
     python -m benchmarks.bench_coldstart --grid --compare 205eb08 --write-readme
+
+``--floor``: what bounds that cold start (``benchmarks/results_coldstart_floor.json``, about 2 minutes):
+the CPU seconds of the warm-up's kernel groups compiled alone, one after the other and cached; a cold
+MCPP ``simulate`` at each ``NUMBA_OPT``; a warm ``simulate`` on a host-CPU and a ``NUMBA_CPU_NAME=generic``
+cache; and one cold grid with ``--busy`` CPU-bound processes beside it::
+
+    python -m benchmarks.bench_coldstart --floor
 """
 
 from __future__ import annotations
@@ -301,6 +308,81 @@ def markdown_grid(res: dict) -> str:
     return "\n".join(lines)
 
 
+FLOOR_OUT = ROOT / "benchmarks" / "results_coldstart_floor.json"
+SEQUENTIAL_200K = SIMULATE + ["--method", "sequential", "--trials", "200000"]
+
+
+def _cache_mb(cache: str) -> float:
+    return sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file()) / 1e6
+
+
+def measure_floor(busy: int, log) -> dict:
+    """What bounds the empty-cache start of README command 1's grid: the CPU seconds of the warm-up's kernel
+    groups (alone, one after the other, cached), numba's optimisation level, a CPU-generic cache, and one cold
+    grid with ``busy`` CPU-bound processes beside it (``--floor``)."""
+    import shutil
+
+    res: dict = {}
+    with tempfile.TemporaryDirectory(prefix="coldstart_floor_") as tmp:
+        env = {**os.environ, **GRID_ENV, "RESULTS_ROOT": tmp, "PYTHON": sys.executable}
+        subprocess.run(["bash", "run_experiment.sh", "prepare"], cwd=ROOT, env=env, check=True, capture_output=True)
+        run_dir = os.path.join(tmp, "example")
+
+        def group(name: str, cache: str) -> float:
+            return timed_child(["-m", "harness.warmup", run_dir, name], cache, ROOT)["cpu_s"]
+
+        def fresh() -> str:
+            return tempfile.mkdtemp(prefix="numba_cold_", dir=tmp)
+
+        groups = {"baseline alone": group("baseline", fresh())}
+        cache = fresh()
+        groups["mcpp alone"] = group("mcpp", cache)
+        res["mcpp_cache_mb"] = _cache_mb(cache)
+        cache = fresh()
+        group("baseline", cache)
+        groups["mcpp after baseline"] = group("mcpp", cache)
+        groups["both cached (a warm-up that compiles nothing)"] = group("baseline", cache)
+        res["groups_cpu_s"] = groups
+        log(f"kernel groups, CPU s: {groups}")
+        res["numba_opt_cpu_s"] = {
+            o: timed_child(COMMANDS["mcpp"], fresh(), ROOT, {"NUMBA_OPT": o, "SIMULATOR_PREWARM": "0"})["cpu_s"]
+            for o in ("0", "1", "2", "3")
+        }
+        log(f"cold `simulate` MCPP by NUMBA_OPT, CPU s: {res['numba_opt_cpu_s']}")
+        warm = {}
+        for cpu in ("host", "generic"):
+            extra = {"NUMBA_CPU_NAME": "generic"} if cpu == "generic" else {}
+            cache = fresh()
+            timed_child(SEQUENTIAL_200K, cache, ROOT, extra)  # cold: compiles
+            warm[cpu] = min(timed_child(SEQUENTIAL_200K, cache, ROOT, extra)["wall_s"] for _ in range(3))
+        res["warm_sequential_200k_wall_s"] = warm
+        log(f"warm `simulate --method sequential --trials 200000`, best of 3 wall s: {warm}")
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+        try:
+            res["cold_grid"] = grid_once(ROOT, fresh(), tmp)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+        log(f"cold grid with {busy} CPU-bound process(es): {res['cold_grid']}")
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return res
+
+
+def markdown_floor(res: dict) -> str:
+    g, opt, warm = res["groups_cpu_s"], res["numba_opt_cpu_s"], res["warm_sequential_200k_wall_s"]
+    lines = ["| warm-up kernel group (`python -m harness.warmup RUN_DIR GROUP`), empty cache | CPU s |", "|---|---|"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in g.items()]
+    lines += ["", "cold `simulate --method mc_portfolio_rollout --trials 1` (no helper), CPU s by `NUMBA_OPT`: "
+              + ", ".join(f"{k}: {v:.2f}" for k, v in opt.items()),
+              f"warm `simulate --method sequential --trials 200000`, best of 3: compiled for this CPU {warm['host']:.2f} s, "
+              f"`NUMBA_CPU_NAME=generic` {warm['generic']:.2f} s; the MCPP group's cache {res['mcpp_cache_mb']:.1f} MB",
+              f"cold grid, {res['args']['busy']} CPU-bound process(es) beside it: first result "
+              f"{res['cold_grid']['first_s']:.1f} s, whole run {res['cold_grid']['wall_s']:.1f} s",
+              measured_line(res) + "."]  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="cold + warm runs per command and tree (3)")
@@ -309,7 +391,17 @@ def main(argv=None) -> int:
     ap.add_argument("--write-readme", action="store_true")
     ap.add_argument("--grid", action="store_true", help="README command 1's grid instead of `simulate`")
     ap.add_argument("--busy", type=int, default=1, help="--grid: CPU-bound processes running beside it (1)")
+    ap.add_argument("--floor", action="store_true",
+                    help="what bounds the empty-cache start: the kernel groups' CPU seconds, NUMBA_OPT, a generic cache")
     args = ap.parse_args(argv)
+    if args.floor:
+        out = str(FLOOR_OUT) if args.out == str(OUT) else args.out
+        res = run_record(args)
+        res.update(measure_floor(args.busy, log))
+        res["load_after"] = os.getloadavg()[0]
+        atomic_write_json(out, res)
+        print(markdown_floor(res))
+        return 0
     if args.grid:
         out = str(GRID_OUT) if args.out == str(OUT) else args.out
         res = run_record(args)
