@@ -63,6 +63,8 @@ def summary(paths: list[Path]) -> str:
     for method, zs in by_method.items():
         for measure in ("on time", "spend"):
             z = np.array([v for m, v in zs if m == measure])
+            if not len(z):  # every on-time comparison of the method degenerate
+                continue
             lines.append(f"| {method} | {measure} | {len(z)} | {int((np.abs(z) > 2).sum())} ({(np.abs(z) > 2).mean():.1%}) "
                          f"| {z.mean():+.2f} | {f'{z.std(ddof=1):.2f}' if len(z) > 1 else '-'} |")  # fmt: skip
     z_all = np.array([v for zs in by_method.values() for _, v in zs])
