@@ -263,20 +263,35 @@ def cmd_quote(argv: Sequence[str]) -> int:
     return quote_main(argv)
 
 
+def cmd_workflow(argv: Sequence[str]) -> int:
+    from executor.workflow import cmd_workflow as workflow_main
+
+    return workflow_main(argv)
+
+
+def cmd_explore(argv: Sequence[str]) -> int:
+    from executor.explore import cmd_explore as explore_main
+
+    return explore_main(argv)
+
+
 COMMANDS = {"run": cmd_run, "world": cmd_world, "demo": cmd_demo, "agree": cmd_agree, "summary": cmd_summary,
-            "quote": cmd_quote}
+            "quote": cmd_quote, "workflow": cmd_workflow, "explore": cmd_explore}
 
 
 @cli_entry
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: python -m executor {run,world,demo,agree,summary,quote} ...\n"
+        print("usage: python -m executor {run,world,demo,agree,summary,quote,workflow,explore} ...\n"
               "  run      run a workflow live on the endpoints of an endpoints file\n"
               "  world    serve a pool as an OpenAI-compatible loopback world on 127.0.0.1\n"
               "  demo     MCPP and sequential live on the example pool's first DAG, side by side\n"
               "  agree    live episodes against the loopback world vs simulated ones (exit 1 if they differ)\n"
               "  summary  the summary of a (possibly cut-off) trace\n"
-              "  quote    the cheapest budget reaching a target on-time probability at a deadline", file=sys.stderr)
+              "  quote    the cheapest budget reaching a target on-time probability at a deadline\n"
+              "  workflow the workflow file (DAG, node names, tasks) of a pool line\n"
+              "  explore  sample every (node, model) pair of a workflow within a hard budget (docs/workflows.md)",
+              file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return COMMANDS[argv[0]](argv[1:])

@@ -41,7 +41,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,7 @@ class TryResult:
     detail: str = ""
     billing: str = RELEASED  # SETTLED, UNBILLED or RELEASED (executor.ledger.billing_of)
     bad_text: bool = False  # the answer held invalid text (lone surrogates, invalid UTF-8), replaced
+    served_model: str | None = None  # the answer's own ``model`` (a gateway may answer with another model)
 
 
 def clean_text(s: str) -> tuple[str, bool]:
@@ -125,8 +126,10 @@ def classify_body(data: Any, messages: list[dict[str, Any]]) -> TryResult:
         pt = float(estimate_tokens(json.dumps(messages, ensure_ascii=False)))
         ct = float(estimate_tokens(text))
     kind = "truncated" if choices[0].get("finish_reason") == "length" else "ok"
+    served = data.get("model")
     return TryResult(kind, text=text, prompt_tokens=pt, completion_tokens=ct, usage_source=source, status_code=200,
-                     billing=billing_of(True, True, False), bad_text=bad)
+                     billing=billing_of(True, True, False), bad_text=bad,
+                     served_model=served[:DETAIL_CHARS] if isinstance(served, str) else None)
 
 
 def error_message(raw: bytes) -> str:
@@ -183,11 +186,14 @@ def request_body(ep: Endpoint, messages: list[dict[str, Any]], max_tokens: int, 
 
 
 async def try_once(http: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], headers: dict[str, str],
-                   timeout_s: float, messages: list[dict[str, Any]], sent: list[bool] | None = None) -> TryResult:
+                   timeout_s: float, messages: list[dict[str, Any]], sent: list[bool] | None = None,
+                   on_mark: Callable[[str], None] | None = None) -> TryResult:
     """Send one try and classify it (never raises for a fault; cancellation propagates).
 
     ``sent`` (a one-item list) is set to True once the request's headers
     start to go out: a try cancelled after that may have been billed.
+    ``on_mark`` is called with ``"sent"`` then ``"first_byte"`` (the answer's
+    headers in): the trace's per-try times.
     """
     key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
     hdrs = dict(headers)
@@ -197,7 +203,11 @@ async def try_once(http: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], 
 
     async def on_event(name: str, info: dict) -> None:
         if ".send_request_headers." in name:
+            if not reached[0] and on_mark is not None:
+                on_mark("sent")
             reached[0] = True
+        elif on_mark is not None and name.endswith(".receive_response_headers.complete"):
+            on_mark("first_byte")
 
     cap = response_cap(ep)
     try:

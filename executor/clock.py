@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import heapq
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Hashable, Iterator
 
 
 class Clock:
@@ -73,11 +74,12 @@ class Clock:
             self._resumed = asyncio.Event()
         await self._resumed.wait()
 
-    async def sleep_until(self, t_model: float, priority: int = 0, serving: bool = False) -> None:
+    async def sleep_until(self, t_model: float, priority: int = 0, serving: Hashable = False) -> None:
         """Sleep until model time ``t_model`` (waits out pauses on a pausable clock).
 
         ``priority`` (ties at one instant: lower first) and ``serving`` (the
-        world's sleep for a request on the wire) matter to a :class:`VirtualClock` only.
+        world's sleep for a request on the wire: True, or the request's key)
+        matter to a :class:`VirtualClock` only.
         """
         while True:
             if self._pause_depth > 0:
@@ -107,7 +109,7 @@ class Clock:
         await asyncio.sleep(seconds)
 
     @contextlib.contextmanager
-    def transit(self) -> Iterator[None]:
+    def transit(self, key: Hashable = None) -> Iterator[None]:
         """A request on the wire (a no-op here; a :class:`VirtualClock` does not move meanwhile)."""
         yield
 
@@ -126,6 +128,17 @@ class VirtualClock(Clock):
     the wall time of its work, not of its latencies. Ties fire in the order
     (time, priority, registration): the deadline watcher (priority 1) after
     the answers due at the same instant, so finishing exactly at D counts.
+
+    Requests on the wire are matched to the world's sleeps **by key** (the
+    request's (DAG, trial, node, model, attempt)): a request counts as served
+    only while the world sleeps for *that* request. Counting them alone was
+    wrong once a run had been cancelled: the world keeps sleeping for a request
+    whose client went away (a deadline, a sibling's pass, a run's end), and
+    that orphan sleep let model time move while another run's fresh request
+    was still on its way to the world, which then met its draw late (measured:
+    200 ``sequential`` runs at concurrency 50, the span equal to the draw for
+    100% of the first wave's requests but 65% of the later ones, excess up to
+    2.5 model s; with keys, 100% of both).
     """
 
     #: event-loop passes with nothing left to do before time may move
@@ -141,6 +154,10 @@ class VirtualClock(Clock):
         self._seq = 0
         self._on_wire = 0
         self._serving = 0
+        self._wire_keys: Counter = Counter()
+        self._serving_keys: Counter = Counter()
+        #: requests on the wire that the world is not serving: sum over keys of max(0, wire - serving)
+        self._unmatched = 0
         self._advancer: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
 
@@ -160,8 +177,24 @@ class VirtualClock(Clock):
     def paused(self) -> contextlib.AbstractContextManager[None]:
         return self._holding("_pause_depth")
 
-    def transit(self) -> contextlib.AbstractContextManager[None]:
-        return self._holding("_on_wire")
+    @contextlib.contextmanager
+    def transit(self, key: Hashable = None) -> Iterator[None]:
+        self._on_wire += 1
+        self._count(self._wire_keys, key, 1)
+        try:
+            yield
+        finally:
+            self._on_wire -= 1
+            self._count(self._wire_keys, key, -1)
+            self._poke()
+
+    def _count(self, table: Counter, key: Hashable, delta: int) -> None:
+        """Change one key's count of wire or serving and keep :attr:`_unmatched` exact."""
+        before = max(0, self._wire_keys[key] - self._serving_keys[key])
+        table[key] += delta
+        if table[key] == 0:
+            del table[key]
+        self._unmatched += max(0, self._wire_keys[key] - self._serving_keys[key]) - before
 
     def timeout_for(self, time_left_model: float, endpoint_timeout_wall: float) -> float:
         return endpoint_timeout_wall
@@ -169,23 +202,27 @@ class VirtualClock(Clock):
     async def sleep_wall(self, seconds: float) -> None:
         await self.sleep_until(self._now + seconds / self.scale)
 
-    async def sleep_until(self, t_model: float, priority: int = 0, serving: bool = False) -> None:
-        """Wait until model time ``t_model``; ``serving``: the world's sleep for a request on the wire."""
+    async def sleep_until(self, t_model: float, priority: int = 0, serving: Hashable = False) -> None:
+        """Wait until model time ``t_model``; ``serving``: the world's sleep for a request on the wire (True, or
+        the request's key, matched to the key of its :meth:`transit`)."""
         if t_model <= self._now:
             await asyncio.sleep(0)
             return
         fut = asyncio.get_running_loop().create_future()
         self._seq += 1
         heapq.heappush(self._heap, (float(t_model), int(priority), self._seq, fut))
-        if serving:
+        skey = None if serving is True else serving
+        if serving is not False:
             self._serving += 1
+            self._count(self._serving_keys, skey, 1)
         self._ensure_advancer()
         self._poke()
         try:
             await fut
         finally:
-            if serving:
+            if serving is not False:
                 self._serving -= 1
+                self._count(self._serving_keys, skey, -1)
             if not fut.done():
                 fut.cancel()
             self._poke()
@@ -200,7 +237,7 @@ class VirtualClock(Clock):
             self._advancer = asyncio.ensure_future(self._advance())
 
     def _settled(self) -> bool:
-        return self._pause_depth == 0 and self._on_wire <= self._serving
+        return self._pause_depth == 0 and self._unmatched == 0
 
     async def _advance(self) -> None:
         while True:

@@ -9,6 +9,7 @@ an unknown method, a cost mode with no live meaning.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from executor.endpoints import Endpoint, check_models_served
 from executor.live import Workflow
 from executor.tasks import load_tasks
+from executor.workflow import WorkflowFile, check_topology, pool_workflow_doc, workflow_hash
 from simulator.base.errors import ConfigError
 from simulator.base.outputs import check_output_path
 from simulator.base.validation import check_number
@@ -58,8 +60,10 @@ def live_prices(endpoints: Mapping[str, Endpoint], stats) -> tuple[dict[str, flo
 
 
 def make_workflow(pool: Pool, dag: int, pool_path: str, endpoints: Mapping[str, Endpoint] | None,
-                  endpoints_path: str, tasks_path: str | None, cost_mode: str) -> Workflow:
-    """The workflow of pool row ``dag``: arrays priced by the endpoints (None: the default price table)."""
+                  endpoints_path: str, tasks_path: str | None, cost_mode: str,
+                  workflow: WorkflowFile | None = None) -> Workflow:
+    """The workflow of pool row ``dag``: arrays priced by the endpoints (None: the default price table); with a
+    workflow file, its tasks, node names and hash (the pool line must have its graph)."""
     stats = pool[dag]
     where = f"DAG {dag} (problem {stats.problem_id!r}, {pool_path} line {stats.line}):"
     models = [m for j, m in enumerate(stats.model_ids) if stats.available[:, j].any()]
@@ -77,8 +81,22 @@ def make_workflow(pool: Pool, dag: int, pool_path: str, endpoints: Mapping[str, 
     node_ids = [int(x) for x in stats.node_ids]
     parents = {node_ids[v]: [node_ids[int(p)] for p in arr.parent_idx[arr.parent_ptr[v]:arr.parent_ptr[v + 1]]]
                for v in range(arr.n)}
+    if workflow is not None:  # tasks, names and hash from the workflow file; the pool line must be its graph
+        check_topology(workflow.wf, node_ids, parents, where)
+        return Workflow(stats=stats, arr=arr, tasks=workflow.tasks, cost_mode=cost_mode, source=f"{pool_path}:{dag}",
+                        workflow_hash=workflow.hash, node_names=dict(workflow.names))
     tasks = load_tasks(tasks_path, node_ids, parents)
-    return Workflow(stats=stats, arr=arr, tasks=tasks, cost_mode=cost_mode, source=f"{pool_path}:{dag}")
+    doc = pool_workflow_doc(pool.raw(dag), stats.problem_id, node_ids, parents, tasks, tasks_dataset(tasks_path))
+    return Workflow(stats=stats, arr=arr, tasks=tasks, cost_mode=cost_mode, source=f"{pool_path}:{dag}",
+                    workflow_hash=workflow_hash(doc), node_names={n["id"]: n["name"] for n in doc["nodes"]})
+
+
+def tasks_dataset(tasks_path: str | None) -> str | None:
+    """The ``dataset`` item of a tasks file (part of the workflow's hash); the file was checked already."""
+    if tasks_path is None:
+        return None
+    doc = json.loads(Path(tasks_path).read_text(encoding="utf-8"))
+    return doc.get("dataset") if isinstance(doc, dict) else None
 
 
 def budget_and_deadline(args, wf: Workflow, time_scale: float) -> tuple[float, float]:

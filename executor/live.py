@@ -51,9 +51,11 @@ import asyncio
 import contextlib
 import random
 import time
+import uuid
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -77,6 +79,7 @@ from executor.ledger import HELD, SETTLED, UNBILLED, Ledger, Reservation, billin
 from executor.offload import PLANNER
 from executor.tasks import Task
 from executor.trace import Trace
+from executor.workflow import EXECUTOR_VERSION
 from simulator.costs.arrays import DagArrays
 from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate, live_tables
 from simulator.engine.live_rules import (
@@ -109,6 +112,9 @@ class Workflow:
     tasks: Mapping[int, Task]
     cost_mode: str  # token_cost_mean or output_money_cost_mean
     source: str = ""
+    #: the workflow's content hash and node names (:mod:`executor.workflow`), written in the trace's ``run`` event
+    workflow_hash: str = ""
+    node_names: dict[int, str] = field(default_factory=dict)
 
     @property
     def dag_row(self) -> int:
@@ -156,6 +162,15 @@ class RunResult:
     decisions: list[tuple] = field(default_factory=list)
 
 
+def run_identity(wf: Workflow) -> dict[str, Any]:
+    """The ``run`` event's identity fields: a trace id, the UTC start, the workflow's hash and node names, the
+    executor's version (what a pool learned from traces checks and records, :mod:`poolbuild.from_traces`)."""
+    return {"trace_id": uuid.uuid4().hex, "started_utc": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "workflow_hash": wf.workflow_hash or None,
+            "node_names": {str(k): v for k, v in wf.node_names.items()} or None,
+            "executor_version": EXECUTOR_VERSION}
+
+
 class _Ended(Exception):
     def __init__(self, reason: str, message: str = "") -> None:
         super().__init__(reason)
@@ -172,6 +187,10 @@ class _Sample:
     task: asyncio.Task | None = None
     passed: bool = False
     done: bool = False
+    #: why it was cancelled: "deadline", "sibling" (a sibling passed) or "run_end" (the run ended otherwise)
+    cancel_reason: str | None = None
+    #: a pausable clock's hold from the launch until the request is on the wire (LiveRun._hold)
+    hold: Any = None
     #: what the ledger counts for this sample now (held, settled, possibly billed): its reservation until it
     #: settles below it; the batch holds the difference until it ends (live rules: settlement per batch)
     counted: float = 0.0
@@ -210,6 +229,11 @@ class _Outcome:
     http_status: int | None = None
     error: str = ""
     faults: Counter = field(default_factory=Counter)
+    #: per try: sent_at, first_byte_at, answered_at (run model seconds), kind, http_status, billing
+    try_log: list[dict[str, Any]] = field(default_factory=list)
+    queued_s: float = 0.0  # model seconds waiting for the endpoint's concurrency slot
+    backoff_s: float = 0.0  # model seconds in retry back-off and at Retry-After gates
+    served_model: str | None = None
 
 
 class LiveRun:
@@ -271,6 +295,7 @@ class LiveRun:
         #: set once the first decision has launched (or the run ended): ``agree``'s start barrier waits for it
         self.launched = asyncio.Event()
         self.samples_started = 0
+        self._finish_holds: list = []  # one per batch end queued for the run's loop (see _hold)
 
     # -- time and money --------------------------------------------------------------------
 
@@ -384,7 +409,7 @@ class LiveRun:
         if self._pending_halt is not None:
             self._halt.set_result(self._pending_halt)
         wall0 = time.perf_counter()
-        self.trace.write("run", method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
+        self.trace.write("run", **run_identity(self.wf), method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
                          source=self.wf.source, n_nodes=self.n, node_ids=self.node_ids, budget=self.budget,
                          deadline_s=self.deadline, cost_mode=self.wf.cost_mode, time_scale=self.clock.scale,
                          clock_pauses_for_planning=self.clock.pausable, seed=self.seed, trial=self.trial,
@@ -413,6 +438,8 @@ class LiveRun:
                 self.end_batch(getter.result())
                 if not self.completed.all():
                     await self.decide()
+                if self._finish_holds:
+                    self._let_go(self._finish_holds.pop())
                 # the event's own cost: handling the batch end, the replanning bookkeeping and the launches,
                 # not the planner call (which runs on the planner thread while the loop serves others)
                 self.overhead_ms.append((time.perf_counter() - t_ev - (self.planner_wall - plan_before)) * 1e3)
@@ -421,7 +448,9 @@ class LiveRun:
         finally:
             self.launched.set()
             deadline_task.cancel()
-            await self.cancel_all()
+            while self._finish_holds:
+                self._let_go(self._finish_holds.pop())
+            await self.cancel_all("deadline" if reason == "deadline_exhausted" else "run_end")
         makespan = min(self.elapsed(), self.deadline) if reason != "completed" else self.elapsed()
         success = reason == "completed"
         on_time = success and makespan <= self.deadline
@@ -674,7 +703,39 @@ class LiveRun:
         self.batches[v] = b
         self.samples_started += len(samples)
         for s in samples:
+            s.hold = self._hold()  # model time waits until the request is on the wire (or waits for a reason)
             s.task = asyncio.ensure_future(self.sample(b, s))
+            s.task.add_done_callback(lambda _t, s=s: self._release(s))  # also a task cancelled before it ran
+
+    # -- holding a pausable clock between steps -------------------------------------------
+
+    def _hold(self):
+        """Stop a pausable clock until :meth:`_let_go` (a no-op on a wall clock).
+
+        On ``agree``'s virtual clock model time moves once the event loop has
+        nothing else to run; a sample task created by a launch, or a batch end
+        queued for the run's loop, is work that has not run *yet*, and time
+        must not move before it does (measured: a later wave's launch met the
+        wire up to 0.15 model s late, so live makespans ran long)."""
+        if not self.clock.pausable:
+            return None
+        cm = self.clock.paused()
+        cm.__enter__()
+        return cm
+
+    @staticmethod
+    def _let_go(cm) -> None:
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+    def _release(self, s: _Sample) -> None:
+        hold, s.hold = s.hold, None
+        self._let_go(hold)
+
+    def _finish(self, v: int) -> None:
+        """A batch ended: the run's loop handles it (time held until it has, see :meth:`_hold`)."""
+        self._finish_holds.append(self._hold())
+        self.finished.put_nowait(v)
 
     # -- one sample ------------------------------------------------------------------------
 
@@ -682,36 +743,41 @@ class LiveRun:
         """One sample: its request (with retries), its verdict, its report to the batch; never dies silently."""
         v, model_id = b.v, self.wf.stats.model_ids[b.j]
         node_id = self.node_ids[v]
+        judge_wall: float | None = None
         try:
             out = await self.request(b, s)
             passed, why = False, out.status
             if out.status in ("ok", "truncated"):
                 task: Task = self.wf.tasks[node_id]
                 parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
+                judge0 = time.perf_counter()
                 with self.clock.paused():  # a verdict costs no model time where the clock can stop (agree)
                     passed, why = await verifiers.judge(task, out.text, parents,
                                                         self.clock.to_wall(max(self.time_left(), 0.0)))
+                judge_wall = time.perf_counter() - judge0
                 self.obs.add(v, b.j, passed, self.elapsed() - b.t_launch, out.charge)
         except asyncio.CancelledError:
             s.done = True
             raise
         except Exception as exc:  # noqa: BLE001 (a bug in one sample is that sample's failure, in the trace)
             passed, why = False, f"executor_error: {type(exc).__name__}: {exc}"[:200]
+            judge_wall = None
         s.passed, s.done = passed, True
         b.judged += 1
         if passed and not b.passed:
             b.passed = True
             b.answers[s.index] = out.text
         self.trace.write("verdict", t=round(self.elapsed(), 6), node=node_id, model=model_id, attempt=s.index,
-                         passed=passed, reason=why,
+                         passed=passed, reason=why, judge_wall_s=None if judge_wall is None else round(judge_wall, 6),
                          node_completed=bool(b.passed and (b.judged == len(b.samples) or self.opt.cancel_siblings)))
         if passed and self.opt.cancel_siblings:
             for o in b.samples:
                 if o is not s and not o.done and o.task is not None:
+                    o.cancel_reason = o.cancel_reason or "sibling"
                     o.task.cancel()
-            self.finished.put_nowait(v)
+            self._finish(v)
         elif b.judged == len(b.samples) and not (b.passed and self.opt.cancel_siblings):
-            self.finished.put_nowait(v)
+            self._finish(v)
 
     async def request(self, b: _Batch, s: _Sample) -> _Outcome:
         """Send one sample's request with braked retries; every path settles, marks or releases its reservation
@@ -742,7 +808,10 @@ class LiveRun:
                             detail=f"asks to wait {wait:.3g} s (Retry-After), more than the time left"))
                         out.status = "model_down"
                         break
+                    w0 = self.elapsed()
+                    self._release(s)
                     await self.clock.sleep_wall(wait)
+                    out.backoff_s += self.elapsed() - w0
                     continue
                 if self.pair_requests[(v, j)] >= self.opt.max_requests_per_pair:
                     out.status = "request_ceiling"
@@ -753,7 +822,11 @@ class LiveRun:
                 if timeout <= 0:
                     out.status = "deadline"
                     break
+                q0 = self.elapsed()
+                if self.limits[model_id].locked():  # queued for a slot: model time may pass meanwhile
+                    self._release(s)
                 async with self.limits[model_id]:
+                    out.queued_s += self.elapsed() - q0
                     if model_id in self.down or gate.wait_s() > 0:
                         continue
                     body = request_body(ep, msgs, s.max_tokens, keys, self.opt.temperature)
@@ -761,8 +834,14 @@ class LiveRun:
                     self.pair_requests[(v, j)] += 1
                     out.tries += 1
                     sent[0], in_try = False, True
-                    r = await self._try(ep, body, headers, timeout, msgs, sent)
+                    marks = {"started": self.elapsed()}
+                    out.try_log.append(marks)
+                    self._release(s)  # no suspension before the try is on the wire (VirtualClock.transit)
+                    r = await self._try(ep, body, headers, timeout, msgs, sent, marks, (node_id, s.index))
                     in_try = False
+                    self._close_try(marks, r)
+                if r.served_model is not None:
+                    out.served_model = r.served_model
                 out.http_status = r.status_code
                 if r.kind != "ok":
                     out.error = r.detail
@@ -822,7 +901,10 @@ class LiveRun:
                     s.counted += amount
                     s.max_tokens = tokens
                 self.retries += 1
+                w0 = self.elapsed()
+                self._release(s)
                 await self.clock.sleep_wall(wait)
+                out.backoff_s += self.elapsed() - w0
         except asyncio.CancelledError:
             out.status = "cancelled"
             raise
@@ -830,6 +912,7 @@ class LiveRun:
             out.status, out.error = "executor_error", f"{type(exc).__name__}: {exc}"[:200]
             raise
         finally:
+            self._release(s)
             if s.res is not None and s.res.state == HELD:
                 if in_try and sent[0]:  # cut off mid-request: the provider may bill it
                     self.ledger_.mark_possibly_billed(s.res)
@@ -843,17 +926,63 @@ class LiveRun:
                              output_tokens=out.ct, usage=out.source, cost=out.charge, max_tokens=int(s.max_tokens),
                              max_tokens_capped=bool(s.max_tokens < ep.max_tokens), retries=max(out.tries - 1, 0),
                              tries=out.tries, http_status=out.http_status, error=out.error or None,
-                             faults=dict(out.faults))
+                             faults=dict(out.faults),
+                             **self._timing_fields(out, s, end, ep))
             self.ledger()
         return out
 
-    async def _try(self, ep: Endpoint, body, headers, timeout: float, msgs, sent: list[bool]) -> TryResult:
+    def _close_try(self, marks: dict[str, Any], r: TryResult) -> None:
+        """A try's record once it returned: answered_at, its kind, status and what its reservation became."""
+        marks["answered_at" if r.kind in ("ok", "truncated") else "ended_at"] = self.elapsed()
+        marks.setdefault("sent_at", None)
+        marks.setdefault("first_byte_at", None)
+        marks.update(kind=r.kind, http_status=r.status_code, billing=r.billing)
+
+    def _timing_fields(self, out: _Outcome, s: _Sample, end: float, ep: Endpoint) -> dict[str, Any]:
+        """The ``request`` line's learning fields (``docs/executor.md``, trace): per-try times, the settled try's
+        latency, queue and back-off time, the cancel reason and what is censored (a cancelled request's latency,
+        a cut answer's tokens), the model that answered, temperature."""
+        def r6(x):
+            return None if x is None else round(float(x), 6)
+
+        for m in out.try_log:
+            m.pop("started", None)
+            for k in ("sent_at", "first_byte_at", "answered_at", "ended_at"):
+                if k in m:
+                    m[k] = r6(m[k])
+        last = out.try_log[-1] if out.try_log else {}
+        latency = None
+        if out.status in ("ok", "truncated") and last.get("sent_at") is not None and last.get("answered_at") is not None:
+            latency = last["answered_at"] - last["sent_at"]
+        censored, censored_at, cancel_reason = None, None, None
+        if out.status == "cancelled":
+            cancel_reason = s.cancel_reason or "run_end"
+            if last and last.get("sent_at") is not None and "answered_at" not in last and "ended_at" not in last:
+                censored, censored_at = "latency", end - last["sent_at"]  # on the wire when cancelled: L > this
+        elif out.status == "truncated":
+            censored, censored_at = "tokens", float(s.max_tokens)  # cut at max_tokens: the answer is longer
+        return {"try_log": out.try_log, "sent_at": last.get("sent_at"), "first_byte_at": last.get("first_byte_at"),
+                "answered_at": last.get("answered_at"), "latency": r6(latency), "queued_s": r6(out.queued_s),
+                "backoff_s": r6(out.backoff_s), "cancel_reason": cancel_reason, "censored": censored,
+                "censored_at": r6(censored_at), "served_model": out.served_model,
+                "temperature": self.opt.temperature}
+
+    async def _try(self, ep: Endpoint, body, headers, timeout: float, msgs, sent: list[bool],
+                   marks: dict[str, Any] | None = None, key: tuple | None = None) -> TryResult:
         """One try. On a pausable clock (``agree``) its timeout runs on that clock, as the world's answers do: a
-        planner pause stops both, so a fault-free world never times out because other runs were planning."""
+        planner pause stops both, so a fault-free world never times out because other runs were planning.
+        ``marks`` gets the try's ``sent_at`` and ``first_byte_at`` (run model seconds); ``key`` (node id,
+        attempt) names the request to a virtual clock, which matches it to the world's sleep for it."""
+        marks = {} if marks is None else marks
+
+        def on_mark(name: str) -> None:
+            marks[f"{name}_at"] = self.elapsed()
+
         if not self.clock.pausable:
-            return await try_once(self.http, ep, body, headers, timeout, msgs, sent)
-        with self.clock.transit():  # on a virtual clock, model time waits for the request to reach the world
-            attempt = asyncio.ensure_future(try_once(self.http, ep, body, headers, 3600.0, msgs, sent))
+            return await try_once(self.http, ep, body, headers, timeout, msgs, sent, on_mark)
+        wire = None if key is None else (self.wf.dag_row, self.trial, key[0], ep.model, key[1])
+        with self.clock.transit(wire):  # on a virtual clock, model time waits for the request to reach the world
+            attempt = asyncio.ensure_future(try_once(self.http, ep, body, headers, 3600.0, msgs, sent, on_mark))
             timer = asyncio.ensure_future(self.clock.sleep_until(self.clock.now() + timeout / self.clock.scale))
             try:
                 await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
@@ -876,10 +1005,12 @@ class LiveRun:
             self.completed[v] = True
             self.accepted[v] = next(iter(b.answers.values()), "")
 
-    async def cancel_all(self) -> None:
-        tasks = [s.task for b in self.batches.values() for s in b.samples if s.task is not None and not s.task.done()]
-        for t in tasks:
-            t.cancel()
+    async def cancel_all(self, reason: str = "run_end") -> None:
+        samples = [s for b in self.batches.values() for s in b.samples if s.task is not None and not s.task.done()]
+        tasks = [s.task for s in samples]
+        for s in samples:
+            s.cancel_reason = s.cancel_reason or reason
+            s.task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
             self.ledger()

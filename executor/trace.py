@@ -12,7 +12,6 @@ only the last few milliseconds); ``fsync="inline"`` fsyncs inside
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import Counter
@@ -21,6 +20,7 @@ from typing import Any
 
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import dumps_compact
+from simulator.base.jsonl_log import read_json_lines
 
 EVENTS = ("run", "plan", "request", "verdict", "ledger", "endpoint", "end")
 
@@ -137,25 +137,10 @@ def drain() -> None:
 
 def read_trace(path: str | os.PathLike) -> tuple[list[dict[str, Any]], bool]:
     """(events, torn): the events of a trace up to its last complete line; ``torn``: a partial last line."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{path}: trace file not found")
-    events, torn = [], False
-    with open(p, encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().split("\n")
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if i >= len(lines) - 1:  # the last line, cut mid-write
-                torn = True
-                break
-            raise ConfigError(f"{path}: line {i}: not a JSON event") from None
-        if not isinstance(rec, dict) or rec.get("event") not in EVENTS:
-            raise ConfigError(f"{path}: line {i}: not a trace event")
-        events.append(rec)
+    events, torn = read_json_lines(path, "trace")
+    for i, rec in enumerate(events, 1):
+        if rec.get("event") not in EVENTS:
+            raise ConfigError(f"{path}: event {i}: not a trace event")
     if not events or events[0]["event"] != "run":
         raise ConfigError(f"{path}: not an executor trace (no 'run' event first)")
     return events, torn

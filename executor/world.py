@@ -299,7 +299,7 @@ class World:
         self.bills[(call.dag, call.trial, call.model)] += got.completion_tokens
         self.stats.billed_tokens += got.completion_tokens
         if sleep:
-            await self.clock.sleep_until(self.clock.now() + latency, serving=True)
+            await self.clock.sleep_until(self.clock.now() + latency, serving=wire_key(call))
         return got
 
     def completion(self, call: Call, got: Produced) -> dict[str, Any]:
@@ -562,6 +562,12 @@ def output_cap(req: Mapping[str, Any]) -> int | None | str:
             return f"'{name}' must be an integer >= 1, got {x!r}"
         caps.append(x)
     return min(caps) if caps else None
+
+
+def wire_key(call: Call) -> tuple:
+    """The key a virtual clock matches this call's sleep to its request on the wire with
+    (:meth:`executor.clock.VirtualClock.transit`; the executor sends the same)."""
+    return (call.dag, call.trial, call.node_id, call.model, call.attempt)
 
 
 def completion_id(call: Call) -> str:

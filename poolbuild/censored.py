@@ -1,0 +1,98 @@
+"""Right-censored observations: the Kaplan-Meier product-limit estimator and imputation from its risk set.
+
+A live run does not see every attempt to its end. A request cancelled at the
+deadline (or when a sibling passed) says only that its latency exceeds the
+time it ran, ``L > c``; an answer cut at ``max_tokens`` says only that its
+length is at least the cap. Dropping such observations biases the latency
+towards short attempts (the long ones are the ones cut off); keeping them at
+their censored value biases it the same way.
+
+**Estimator.** The Kaplan-Meier product-limit estimate of the survival
+function from n observations (value x_i, event flag d_i: 1 observed, 0
+censored at x_i)::
+
+    S(t) = prod over distinct observed values t_k <= t of (1 - d_k / n_k)
+
+with d_k the observed values equal to t_k and n_k the observations (either
+kind) >= t_k (a censored value tied with an observed one counts at risk:
+censored "just after"). Its jump at t_k is the mass the estimate gives t_k.
+
+**Rows.** A pool needs rows, not a curve. Each censored observation at c is
+replaced by a whole observed row (a *donor*) drawn from the observed rows with
+value > c (>= c for token counts) with probability proportional to their KM
+jumps: that is the KM estimate's own conditional distribution of the value
+given that it exceeds c (Efron's redistribution to the right), so the rows'
+empirical distribution has the KM estimate as its expectation, and the donor
+carries its success flag and its other measure along (the joint law is kept).
+The draws are keyed by the observation's identity, so adding a trace never
+changes another observation's imputation.
+
+**Assumptions.** (1) Independent censoring: given the (node, model), the
+censoring time does not depend on the attempt's own latency or length. A
+deadline or a sibling's pass is set by *other* draws, so this holds for the
+executor's cancellations. (2) The tail: a censored value beyond every observed
+one has no donor; it is dropped and counted (``dropped_censored``), which
+biases towards shorter values only by what lies beyond the longest observed
+attempt, the KM estimate's own limit. (3) Success given the value: a donor's
+success stands for the censored attempt's, i.e. success is missing at random
+given latency (or length).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def km_survival(values: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct observed values t_k ascending, S(t_k)) of the product-limit estimator."""
+    values = np.asarray(values, dtype=float)
+    observed = np.asarray(observed, dtype=bool)
+    ts = np.unique(values[observed])
+    surv = np.empty(len(ts))
+    s = 1.0
+    for k, t in enumerate(ts):
+        at_risk = int(np.sum(values >= t))
+        deaths = int(np.sum((values == t) & observed))
+        s *= 1.0 - deaths / at_risk
+        surv[k] = s
+    return ts, surv
+
+
+def km_jumps(values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per observation: the KM mass of its value shared by the observed ones tied there (0 for a censored one)."""
+    values = np.asarray(values, dtype=float)
+    observed = np.asarray(observed, dtype=bool)
+    ts, surv = km_survival(values, observed)
+    prev = np.concatenate([[1.0], surv[:-1]])
+    jump = dict(zip(ts.tolist(), (prev - surv).tolist(), strict=True))
+    out = np.zeros(len(values))
+    for i in np.flatnonzero(observed):
+        ties = int(np.sum((values == values[i]) & observed))
+        out[i] = jump[float(values[i])] / ties
+    return out
+
+
+def km_mean(values: np.ndarray, observed: np.ndarray) -> float:
+    """The KM mean (restricted to the largest observed value when the largest value is censored)."""
+    ts, surv = km_survival(values, observed)
+    if len(ts) == 0:
+        return float("nan")
+    prev = np.concatenate([[1.0], surv[:-1]])
+    mass = prev - surv
+    return float(np.sum(mass * ts) / max(np.sum(mass), 1e-300))
+
+
+def donor(values: np.ndarray, weights: np.ndarray, candidates: np.ndarray, threshold: float, strict: bool,
+          u: float) -> int:
+    """The index of the donor of a value censored at ``threshold``: among ``candidates`` (observed) with value
+    above it (``strict``: >, else >=), drawn with probability proportional to ``weights`` by the uniform ``u``;
+    -1 when there is none."""
+    sel = candidates[(values[candidates] > threshold) if strict else (values[candidates] >= threshold)]
+    if len(sel) == 0:
+        return -1
+    w = weights[sel]
+    total = float(w.sum())
+    if total <= 0:
+        return int(sel[min(int(u * len(sel)), len(sel) - 1)])
+    cum = np.cumsum(w) / total
+    return int(sel[min(int(np.searchsorted(cum, u, side="right")), len(sel) - 1)])
