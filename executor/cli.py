@@ -91,7 +91,14 @@ def _checked(args, *, endpoints: bool):
     resolve_params(params)  # refuses bad MCPP parameters
     eps = load_endpoints(args.endpoints) if endpoints else None
     pool, dag = load_dag(args.pool, args.dag)
-    wf = make_workflow(pool, dag, args.pool, eps, getattr(args, "endpoints", ""), args.tasks, cost_mode)
+    wfile = None
+    if getattr(args, "workflow", None):  # tasks, node names and hash from a workflow file (docs/workflows.md)
+        from executor.workflow import load_workflow
+
+        if args.tasks:
+            raise ConfigError("--workflow carries the tasks: give --workflow or --tasks, not both")
+        wfile = load_workflow(args.workflow)
+    wf = make_workflow(pool, dag, args.pool, eps, getattr(args, "endpoints", ""), args.tasks, cost_mode, wfile)
     return pool, wf, eps, params
 
 
@@ -102,9 +109,16 @@ def cmd_run(argv: Sequence[str]) -> int:
     ap.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     ap.add_argument("--trial", type=int, default=0, help="trial number (sent to the endpoints in X-MCPP-Trial)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--workflow", default=None, help="workflow file (its tasks; docs/workflows.md)")
+    ap.add_argument("--learn", default=None, metavar="L",
+                    help="after the run, add its trace to the learned pool L (atomically; docs/workflows.md)")
     args = ap.parse_args(argv)
-    check_trace_path(args.trace, [args.pool, args.endpoints, args.tasks], args.overwrite)
+    check_trace_path(args.trace, [args.pool, args.endpoints, args.tasks, args.workflow, args.learn], args.overwrite)
     pool, wf, eps, params = _checked(args, endpoints=True)
+    if args.learn:
+        from executor.learn import check_learn_target
+
+        check_learn_target(args.learn, wf.workflow_hash)
     check_keys(eps, wf.stats.model_ids, args.endpoints)
     budget, deadline = budget_and_deadline(args, wf, args.time_scale)
     opt = _run_options(args)
@@ -134,6 +148,12 @@ def cmd_run(argv: Sequence[str]) -> int:
     events, torn = read_trace(args.trace)
     s = summarize(events, torn)
     print(json.dumps(s) if args.json else format_summary(s))
+    from executor.learn import drift_lines, learn_after_run
+
+    for line in drift_lines(events, args.pool, args.dag):
+        print(line, file=sys.stderr)
+    if args.learn:
+        print(learn_after_run(args.learn, args.trace), file=sys.stderr)
     if res.termination != "completed":
         print(f"{res.termination}: {res.message}", file=sys.stderr)
     if res.termination == "interrupted":
@@ -145,10 +165,16 @@ def cmd_summary(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m executor summary", description="Summarize a (cut-off) trace.")
     ap.add_argument("trace")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pool", default=None, help="test for drift against this pool (default: the run's own pool)")
+    ap.add_argument("--dag", type=int, default=0, help="row of --pool")
     args = ap.parse_args(argv)
     events, torn = read_trace(args.trace)
     s = summarize(events, torn)
     print(json.dumps(s) if args.json else format_summary(s))
+    from executor.learn import drift_lines
+
+    for line in drift_lines(events, args.pool, args.dag if args.pool else None):
+        print(line)
     return 0
 
 

@@ -231,6 +231,7 @@ def _as_explorer(run, policy: ExplorePolicy) -> None:
     from simulator.engine.registry import LIVE_PER_ATTEMPT
 
     run.policy = policy
+    run.method = "explore"
     policy.reset(run.wf.arr, run.seed, run.wf.dag_row, run.trial)
     run.launch_rule = LIVE_PER_ATTEMPT
     run.mask[:] = True

@@ -145,11 +145,11 @@ def collect(files: Sequence[Path], wf_hash: str, say: Callable[[str], None], kno
                 c.models.append(str(m))
         c.traces.append({"trace_id": tid, "path": str(path), "started_utc": run.get("started_utc"),
                          "torn": bool(torn)})
-        _observe(events, run, tid, c)
+        observe(events, run, tid, c)
     return c
 
 
-def _observe(events: list[dict[str, Any]], run: Mapping[str, Any], tid: str, c: Collected) -> None:
+def observe(events: list[dict[str, Any]], run: Mapping[str, Any], tid: str, c: Collected) -> None:
     verdicts = {(e.get("node"), e.get("model"), e.get("attempt")): e for e in events if e.get("event") == "verdict"}
     served_as = {m: str(v.get("model", m)) for m, v in (run.get("models") or {}).items()}
     for r in events:
