@@ -102,6 +102,8 @@ class ExplorePolicy(Policy):
             allowed = [j for j in range(m) if avail[v, j]]
             if not allowed:
                 continue
+            fits = [j for j in allowed if view.arr.kappa[v, j] <= view.budget_left]
+            allowed = fits or allowed  # a pair the run's budget cannot pay is not chosen while another fits
             lo = min(self.counts[v, j] for j in allowed)
             tied = [j for j in allowed if self.counts[v, j] == lo]
             j = tied[_keyed_index(self.seed, self.trial, int(v), view.decision_index, len(tied))]
@@ -181,7 +183,7 @@ async def explore(wf: WorkflowFile, workflow: Workflow, endpoints: Mapping[str, 
         say(note)
     counts = prog.counts.copy()
     policy = ExplorePolicy(counts, seed)
-    one_request = min(float(workflow.arr.kappa[v, j]) for v in range(workflow.arr.n) for j in range(workflow.arr.m))
+    kappa = np.asarray(workflow.arr.kappa, dtype=float)
     spent = prog.spent
     run_no = prog.next_run
     started = 0
@@ -193,10 +195,15 @@ async def explore(wf: WorkflowFile, workflow: Workflow, endpoints: Mapping[str, 
             say(f"explore: done: every pair has {per_pair} observations")
             break
         left = budget - spent
-        k = max(1, min(concurrency, int(left // (2 * one_request)) if one_request > 0 else concurrency))
-        if left < one_request or (max_runs is not None and started >= max_runs):
-            say(f"explore: stopped: the budget left ({left:.6g}) cannot pay a request ({one_request:.6g})"
-                if left < one_request else f"explore: stopped after {started} runs (--max-runs)")
+        short = prog.counts < per_pair
+        need = float(kappa[short].min())  # the cheapest request of a pair still short of N
+        k = max(1, min(concurrency, int(left // (2 * float(kappa[short].max())))))
+        if left < need:
+            say(f"explore: stopped: the budget left ({left:.6g}) cannot pay a request of a pair still short of "
+                f"{per_pair} observations (the cheapest: {need:.6g})")
+            break
+        if max_runs is not None and started >= max_runs:
+            say(f"explore: stopped after {started} runs (--max-runs)")
             break
         if max_runs is not None:
             k = min(k, max_runs - started)
@@ -219,8 +226,13 @@ async def explore(wf: WorkflowFile, workflow: Workflow, endpoints: Mapping[str, 
         await asyncio.gather(*(one(run_no + i) for i in range(k)))
         run_no += k
         started += k
+        before = int(prog.counts.sum())
         prog = survey(trace_dir, wf, models)
         spent = prog.spent
+        if int(prog.counts.sum()) == before:  # nothing observed in a whole round: what is short costs too much
+            say(f"explore: stopped: {k} runs observed nothing (the budget left, {budget - spent:.6g}, cannot pay "
+                f"the pairs still short of {per_pair}; a run's share was {share:.6g})")
+            break
         say(f"explore: {prog.runs} runs, {int((prog.counts >= per_pair).sum())} of {total} pairs at {per_pair} "
             f"(fewest {int(prog.counts.min())}), spent {spent:.6g} of {budget:.6g}")
     return prog
