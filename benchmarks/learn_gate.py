@@ -1,0 +1,245 @@
+"""The statistical gate of learning pools from traces: explore a known world, rebuild, compare with its truth.
+
+The loopback world serving a pool P0 draws every attempt as a uniform row of
+P0, so P0's rows *are* the truth. One replication (seed s):
+
+1. ``executor explore``'s loop (:func:`executor.explore.explore`) against an
+   in-process world with seed ``1000 + s`` on ``agree``'s virtual clock (model
+   time moves only when nothing else can happen, so a span is the drawn
+   latency exactly), ``N`` observations per (node, model) of DAG 0;
+2. :mod:`poolbuild.from_traces` rebuilds the pool line;
+3. per pair, z-scores of the rebuilt success rate, mean latency and mean
+   output tokens against P0's rows (the standard error of a mean of n uniform
+   row draws: the rows' population sd / sqrt(n)).
+
+Were the rebuild exact up to sampling, the z-scores would be standard normal
+(mean 0, sd 1, 4.6% beyond 2). **Power**: a world serving a perturbed P0 (one
+pair's success rate -0.1 and latency x 1.3) is explored the same way and the
+rebuild is tested against the unperturbed P0; it is rejected when any |z| passes
+the Bonferroni bound for a 5% family-wise level. **Censoring**: ``sequential_2``
+runs in batches of 2 (``sequential_2``) with ``--cancel-siblings`` at a tight deadline (many requests cancelled on
+the wire) are rebuilt twice, dropping the censored requests (naive) and with the
+Kaplan-Meier rows; the latency z-scores of the pairs with censoring show the
+naive estimate failing and the censoring-aware one passing.
+
+``python -m benchmarks.learn_gate --seeds 20 --per-pair 30`` writes
+``benchmarks/results_learn_gate.json`` (the numbers in benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from executor.agree import live_episodes
+from executor.clock import VirtualClock
+from executor.explore import explore, placeholder_line
+from executor.inputs import budget_and_deadline, load_dag, make_workflow
+from executor.live import Options
+from executor.tasks import load_tasks
+from executor.workflow import check_workflow, pool_workflow_doc
+from executor.world import World
+from poolbuild.from_traces import Graph, Obs, build_line, collect, trace_files
+from simulator.base.io_utils import atomic_write_json
+from simulator.pools.pool import pool_from_objects
+
+ROOT = Path(__file__).resolve().parents[1]
+POOL = str(ROOT / "examples" / "example_pool.jsonl")
+PERTURBED = (4, "30B_ins")  # node id, model: success -0.1, latency x 1.3
+
+
+def truth(raw_line: dict[str, Any]) -> dict[tuple[int, str], dict[str, np.ndarray]]:
+    """Per (node id, model): the rows' success, latency and tokens (what the world draws from)."""
+    out = {}
+    for n in raw_line["nodes"]:
+        for m, rows in (n.get("empirical_samples_by_model") or {}).items():
+            out[(int(n["node_id"]), m)] = {
+                "success": np.array([float(r["success"]) for r in rows]),
+                "latency": np.array([float(r["latency"]) for r in rows]),
+                "tokens": np.array([float(r.get("token_cost", r.get("cost"))) for r in rows])}
+    return out
+
+
+def perturbed_line(raw_line: dict[str, Any]) -> dict[str, Any]:
+    """P0 with one pair's success rate lowered by exactly 0.1 and its latencies x 1.3 (rows repeated 10 times,
+    so that a tenth of them is a whole number of rows)."""
+    line = json.loads(json.dumps(raw_line))
+    v, m = PERTURBED
+    node = next(n for n in line["nodes"] if int(n["node_id"]) == v)
+    rows = [dict(r) for r in node["empirical_samples_by_model"][m] for _ in range(10)]
+    flip = int(round(0.1 * len(rows)))
+    wins = [i for i, r in enumerate(rows) if int(r["success"])]
+    assert len(wins) >= flip
+    for i in wins[:flip]:
+        rows[i]["success"] = 0
+    for r in rows:
+        r["latency"] = float(r["latency"]) * 1.3
+    node["empirical_samples_by_model"][m] = rows
+    t = node["model_templates"][m]
+    t["success_prob"] = float(np.mean([int(r["success"]) for r in rows]))
+    t["lat_mean"] = float(np.mean([r["latency"] for r in rows]))
+    t["lat_std"] = float(np.std([r["latency"] for r in rows]))
+    return line
+
+
+def z_scores(line: dict[str, Any], true: dict[tuple[int, str], dict[str, np.ndarray]]) -> list[dict[str, Any]]:
+    """Per pair and measure: the rebuilt line's mean against the truth's, in standard errors of n draws."""
+    out = []
+    for n in line["nodes"]:
+        for m, rows in n["empirical_samples_by_model"].items():
+            t = true.get((int(n["node_id"]), m))
+            if t is None or not rows:
+                continue
+            got = {"success": np.array([float(r["success"]) for r in rows]),
+                   "latency": np.array([float(r["latency"]) for r in rows]),
+                   "tokens": np.array([float(r["token_cost"]) for r in rows])}
+            k = len(rows)
+            for measure in ("success", "latency", "tokens"):
+                sd = float(t[measure].std())
+                if sd == 0:
+                    continue
+                z = (float(got[measure].mean()) - float(t[measure].mean())) / (sd / math.sqrt(k))
+                out.append({"node": int(n["node_id"]), "model": m, "measure": measure, "n": k, "z": z})
+    return out
+
+
+def _workflow():
+    pool, dag = load_dag(POOL, 0)
+    st = pool[dag]
+    raw = pool.raw(dag)
+    ids = [int(x) for x in st.node_ids]
+    parents = {int(n["node_id"]): [int(p) for p in n["parents"]] for n in raw["nodes"]}
+    tasks = load_tasks(None, ids, parents)
+    return pool, raw, check_workflow(pool_workflow_doc(raw, st.problem_id, ids, parents, tasks), "<gate>")
+
+
+def rebuild(folder: Path, wfile, *, drop_censored: bool = False) -> dict[str, Any]:
+    """The learned line of the traces in ``folder`` (``drop_censored``: the naive estimate, censored ones left out)."""
+    c = collect(trace_files([str(folder)]), wfile.hash, lambda _m: None)
+    obs: list[Obs] = [o for o in c.obs if not drop_censored or (o.lat_observed and o.tok_observed)]
+    g = Graph(wfile.name, wfile.hash, list(wfile.node_ids), dict(wfile.names), dict(wfile.parents))
+    return build_line(g, obs, prior_line=None, prior_meta=None, strength=0, seed=0, faults=c.faults,
+                      other_model=c.other_model, traces=c.traces, say=lambda _m: None, offered=c.models)
+
+
+async def _explore_world(world_line: dict[str, Any], seed: int, per_pair: int, folder: Path,
+                         concurrency: int) -> None:
+    _, _, wfile = _workflow()
+    world_pool = pool_from_objects([world_line], name="<gate world>")
+    clock = VirtualClock(0.1)
+    world = World(world_pool, seed=1000 + seed, clock=clock)
+    await world.start()
+    try:
+        eps = {e.model_id: e for e in world.endpoints()}
+        ph = pool_from_objects([placeholder_line(wfile, eps)], name="<explore>")
+        wf = make_workflow(ph, 0, "<explore>", eps, "<world>", None, "token_cost_mean", workflow=wfile)
+        await explore(wfile, wf, eps, budget=1e12, per_pair=per_pair, trace_dir=folder, deadline=1e6, clock=clock,
+                      concurrency=concurrency, seed=seed, options=Options(), say=lambda _m: None)
+    finally:
+        await world.stop()
+
+
+def replicate(seed: int, per_pair: int, *, perturb: bool = False, concurrency: int = 20) -> list[dict[str, Any]]:
+    """One replication's z-scores (the rebuild against the unperturbed truth)."""
+    _, raw, wfile = _workflow()
+    world_line = perturbed_line(raw) if perturb else raw
+    with tempfile.TemporaryDirectory(prefix="learn_gate_") as tmp:
+        asyncio.run(_explore_world(world_line, seed, per_pair, Path(tmp), concurrency))
+        line = rebuild(Path(tmp), wfile)
+    return z_scores(line, truth(raw))
+
+
+def bonferroni_bound(k: int, alpha: float = 0.05) -> float:
+    return float(stats.norm.isf(alpha / (2 * k)))
+
+
+def rejected(zs: list[dict[str, Any]]) -> bool:
+    return max(abs(z["z"]) for z in zs) > bonferroni_bound(len(zs))
+
+
+def aggregate(zs: list[dict[str, Any]]) -> dict[str, Any]:
+    z = np.array([x["z"] for x in zs])
+    return {"count": int(len(z)), "mean": float(z.mean()), "sd": float(z.std(ddof=1)),
+            "beyond_2": float(np.mean(np.abs(z) > 2))}
+
+
+def censoring_demo(seed: int = 0, runs: int = 200, deadline_ratio: float = 1.0,
+                   method: str = "sequential_2") -> dict[str, Any]:
+    """``sequential_2`` (batches of 2) with --cancel-siblings at a tight deadline: latency z of the pairs with
+    censored requests, rebuilt naively (censored ones dropped) and with the Kaplan-Meier rows."""
+    pool, raw, wfile = _workflow()
+    wf = make_workflow(pool, 0, POOL, None, "", None, "token_cost_mean")
+    ns = argparse.Namespace(budget=None, budget_ratio=4.0, deadline=None, deadline_ratio=deadline_ratio)
+    b, d = budget_and_deadline(ns, wf, 1.0)
+    with tempfile.TemporaryDirectory(prefix="learn_cens_") as tmp:
+        asyncio.run(live_episodes(wf, pool, method, b, d, runs, scale=0.1, seed=seed, world_seed=1000 + seed,
+                                  concurrency=50, trace_dir=tmp, options=Options(cancel_siblings=True)))
+        c = collect(trace_files([tmp]), wfile.hash, lambda _m: None)
+        naive, aware = rebuild(Path(tmp), wfile, drop_censored=True), rebuild(Path(tmp), wfile)
+    true = truth(raw)
+    out = []
+    for (v, m), t in sorted(true.items()):
+        mine = [o for o in c.obs if (o.node, o.model) == (v, m)]
+        cens = sum(1 for o in mine if not o.lat_observed)
+        complete = [o.lat for o in mine if o.lat_observed and o.tok_observed and o.success is not None]
+        if not cens or not complete:
+            continue
+        # one yardstick for both: the standard error of a mean of the uncensored observations
+        se = float(t["latency"].std()) / math.sqrt(len(complete))
+        for name, line in (("naive", naive), ("kaplan_meier", aware)):
+            node = next(n for n in line["nodes"] if int(n["node_id"]) == v)
+            got = float(np.mean([r["latency"] for r in node["empirical_samples_by_model"][m]]))
+            out.append({"node": v, "model": m, "estimate": name, "z": (got - float(t["latency"].mean())) / se,
+                        "mean": got, "truth": float(t["latency"].mean()), "complete": len(complete),
+                        "censored": cens, "dropped": node["model_node_metadata"][m]["dropped_censored"]})
+    return {"method": method, "runs": runs, "deadline_ratio": deadline_ratio, "seed": seed, "pairs": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.learn_gate", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--per-pair", type=int, default=30)
+    ap.add_argument("--perturbed-seeds", type=int, default=10)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results_learn_gate.json"))
+    args = ap.parse_args(argv)
+    null = []
+    per_seed = []
+    for s in range(args.seeds):
+        zs = replicate(s, args.per_pair)
+        null += zs
+        per_seed.append({"seed": s, **aggregate(zs), "rejected": rejected(zs)})
+        print(f"seed {s}: {per_seed[-1]}", flush=True)
+    power = []
+    for s in range(args.perturbed_seeds):
+        zs = replicate(100 + s, args.per_pair, perturb=True)
+        power.append({"seed": 100 + s, "rejected": rejected(zs),
+                      "max_abs_z": max(abs(z["z"]) for z in zs),
+                      "perturbed_pair": [z for z in zs if (z["node"], z["model"]) == PERTURBED]})
+        print(f"perturbed seed {100 + s}: rejected {power[-1]['rejected']}", flush=True)
+    demo = censoring_demo()
+    res = {"per_pair": args.per_pair, "seeds": args.seeds, "null": aggregate(null),
+           "null_by_measure": {m: aggregate([z for z in null if z["measure"] == m])
+                               for m in ("success", "latency", "tokens")},
+           "false_rejections": sum(p["rejected"] for p in per_seed), "per_seed": per_seed,
+           "bonferroni_bound": bonferroni_bound(len(null) // max(args.seeds, 1)),
+           "power": {"replications": len(power), "rejected": sum(p["rejected"] for p in power), "runs": power},
+           "censoring": demo}
+    atomic_write_json(args.out, res)
+    print(json.dumps({k: res[k] for k in ("null", "null_by_measure", "false_rejections", "power")}, default=str)[:2000])
+    for p in demo["pairs"]:
+        print(f"censoring: {p['estimate']:13s} node {p['node']} {p['model']}: latency {p['mean']:.3f} against "
+              f"{p['truth']:.3f}, z {p['z']:+.2f} ({p['complete']} complete, {p['censored']} censored, "
+              f"{p['dropped']} beyond every observed value)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
