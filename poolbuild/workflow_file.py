@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.base.errors import ConfigError
+from simulator.base.jsonl_log import read_json_file
 
 WORKFLOW_FORMAT = 1
 _TOP = ("workflow", "name", "dataset", "nodes", "description")
@@ -152,15 +153,7 @@ def check_workflow_doc(doc: Any, where: str) -> WorkflowDoc:
 
 def read_workflow_doc(path: str | Path) -> WorkflowDoc:
     """Read a workflow file and check its structure (one line naming the file and the item when refused)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{path}: workflow file not found")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: line {exc.lineno}: workflow file is not valid JSON") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: workflow file is not UTF-8 text") from None
+    doc = read_json_file(path, "workflow file")
     return check_workflow_doc(doc, str(path))
 
 

@@ -40,3 +40,17 @@ def read_json_lines(path: str | os.PathLike, what: str = "log") -> tuple[list[di
             raise ConfigError(f"{path}: line {i}: not a {what} event")
         records.append(rec)
     return records, torn
+
+
+def read_json_file(path: str | os.PathLike, what: str) -> Any:
+    """The JSON document of a user's file (``what``: "tasks file", "workflow file"), refused in one line naming
+    the file: missing, not UTF-8, not valid JSON (with the line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{path}: {what} not found")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno}: {what} is not valid JSON") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
