@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -289,11 +288,11 @@ def cmd_explore(argv: Sequence[str]) -> int:
     trace_dir.mkdir(parents=True, exist_ok=True)
     for line in _state(trace_dir, wf, cost_mode, budget, workflow.stats.model_ids):
         print(line)
-    prog = asyncio.run(explore(wf, workflow, eps, budget=budget, per_pair=args.per_pair, trace_dir=trace_dir,
+    asyncio.run(explore(wf, workflow, eps, budget=budget, per_pair=args.per_pair, trace_dir=trace_dir,
                                deadline=deadline_wall / args.time_scale, clock=Clock(args.time_scale),
                                concurrency=args.concurrency, seed=args.seed, options=Options(),
                                say=lambda s: print(s, flush=True), max_runs=args.max_runs))
-    return 0 if (prog.counts >= args.per_pair).all() or math.isfinite(prog.spent) else 1
+    return 0
 
 
 if __name__ == "__main__":
