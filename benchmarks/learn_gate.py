@@ -203,13 +203,87 @@ def censoring_demo(seed: int = 0, runs: int = 200, deadline_ratio: float = 1.0,
     return {"method": method, "runs": runs, "deadline_ratio": deadline_ratio, "seed": seed, "pairs": out}
 
 
+def _on_time(line: dict[str, Any], budget: float, deadline: float, trials: int, seed: int,
+             params: dict[str, Any]) -> float:
+    """MCPP's simulated on-time rate on a pool line (live rules, ``trials`` episodes)."""
+    from simulator.costs.arrays import CostSetting, build_arrays
+    from simulator.engine.registry import LIVE
+    from simulator.simulate import simulate_method
+
+    st = pool_from_objects([line], name="<e2e>")[0]
+    arr = build_arrays(st, CostSetting(cost_mode="token_cost_mean"))
+    batch = simulate_method(arr, "mc_portfolio_rollout", budget, deadline, list(range(trials)), seed, 0, params,
+                            model_names=st.model_ids, execution_rules=LIVE)
+    on_time, _, _ = batch.scored(deadline)
+    return float(np.mean(on_time))
+
+
+def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 200,
+               cells: tuple[tuple[float, float], ...] = ((0.7, 1.0), (1.0, 1.0), (1.0, 1.5)),
+               params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """MCPP's simulated on-time rate from the learned pool against the world pool's, at budget and deadline
+    ratios ``cells`` (of the world pool's nominal scales), with the learned pool's own sampling error from a
+    bootstrap over runs (traces resampled with replacement, the pool rebuilt, MCPP simulated again)."""
+    from simulator.costs.arrays import CostSetting, build_arrays
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+
+    params = {"M": 8} if params is None else params
+    pool, raw, wfile = _workflow()
+    arr0 = build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean"))
+    b0, d0 = nominal_budget(arr0), nominal_deadline(arr0)
+    with tempfile.TemporaryDirectory(prefix="learn_e2e_") as tmp:
+        asyncio.run(_explore_world(raw, seed, per_pair, Path(tmp), 20))
+        c = collect(trace_files([tmp]), wfile.hash, lambda _m: None)
+    g = Graph(wfile.name, wfile.hash, list(wfile.node_ids), dict(wfile.names), dict(wfile.parents))
+    by_trace: dict[str, list[Obs]] = {}
+    for o in c.obs:
+        by_trace.setdefault(o.key.split(":", 1)[0], []).append(o)
+    ids = sorted(by_trace)
+
+    def line_of(obs: list[Obs]) -> dict[str, Any]:
+        return build_line(g, obs, prior_line=None, prior_meta=None, strength=0, seed=0, faults={}, other_model={},
+                          traces=[], say=lambda _m: None, offered=c.models)
+
+    rng = np.random.default_rng(seed)
+    boots = []
+    for r in range(boot):
+        pick = rng.integers(0, len(ids), len(ids))
+        obs = [Obs(o.node, o.model, o.lat, o.lat_observed, o.tokens, o.tok_observed, o.success, f"{o.key}#{r}.{i}",
+                   o.token_source) for i, t in enumerate(pick) for o in by_trace[ids[t]]]
+        boots.append(line_of(obs))
+    learned = line_of(list(c.obs))
+    out = []
+    for rb, rd in cells:
+        b, d = rb * b0, rd * d0
+        world = _on_time(raw, b, d, trials, 11, params)
+        mine = _on_time(learned, b, d, trials, 12, params)
+        rates = [_on_time(x, b, d, trials, 12, params) for x in boots]
+        se_boot = float(np.std(rates, ddof=1))
+        se = math.sqrt(se_boot ** 2 + world * (1 - world) / trials + mine * (1 - mine) / trials)
+        out.append({"budget_ratio": rb, "deadline_ratio": rd, "world": world, "learned": mine,
+                    "se_bootstrap": se_boot, "se": se, "z": (mine - world) / se if se > 0 else 0.0,
+                    "bootstrap_rates": rates})
+        print(f"end to end: budget {rb} deadline {rd}: world {world:.3f}, learned {mine:.3f}, "
+              f"bootstrap sd {se_boot:.3f}, z {out[-1]['z']:+.2f}", flush=True)
+    return {"seed": seed, "per_pair": per_pair, "boot": boot, "trials": trials, "params": params,
+            "runs": len(ids), "cells": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.learn_gate", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--per-pair", type=int, default=30)
     ap.add_argument("--perturbed-seeds", type=int, default=10)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results_learn_gate.json"))
+    ap.add_argument("--end-to-end", action="store_true",
+                    help="only MCPP's on-time rate from a learned pool vs the world's (bootstrap over runs)")
+    ap.add_argument("--boot", type=int, default=10)
+    ap.add_argument("--censoring-runs", type=int, default=200, help="runs of the naive vs Kaplan-Meier comparison")
     args = ap.parse_args(argv)
+    if args.end_to_end:
+        res = end_to_end(per_pair=args.per_pair, boot=args.boot)
+        atomic_write_json(str(Path(args.out).with_name("results_learn_gate_e2e.json")), res)
+        return 0
     null = []
     per_seed = []
     for s in range(args.seeds):
@@ -224,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                       "max_abs_z": max(abs(z["z"]) for z in zs),
                       "perturbed_pair": [z for z in zs if (z["node"], z["model"]) == PERTURBED]})
         print(f"perturbed seed {100 + s}: rejected {power[-1]['rejected']}", flush=True)
-    demo = censoring_demo()
+    demo = censoring_demo(runs=args.censoring_runs)
     res = {"per_pair": args.per_pair, "seeds": args.seeds, "null": aggregate(null),
            "null_by_measure": {m: aggregate([z for z in null if z["measure"] == m])
                                for m in ("success", "latency", "tokens")},

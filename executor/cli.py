@@ -290,7 +290,7 @@ def cmd_quote(argv: Sequence[str]) -> int:
 
 
 def cmd_workflow(argv: Sequence[str]) -> int:
-    from executor.workflow import cmd_workflow as workflow_main
+    from executor.workflow_cli import cmd_workflow as workflow_main
 
     return workflow_main(argv)
 

@@ -17,7 +17,6 @@ can be learned from too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,34 +95,3 @@ def pool_workflow_doc(raw_line: Mapping[str, Any], problem_id: Any, node_ids: Se
                       dataset: str | None = None) -> dict[str, Any]:
     """The workflow of a pool line run with ``tasks``: name = the problem id, the line's node names."""
     return workflow_doc(str(problem_id), node_ids, node_names_of(raw_line), parents, tasks, dataset)
-
-
-def cmd_workflow(argv: Sequence[str]) -> int:
-    """``python -m executor workflow --from-pool P --dag I --out W [--tasks T]``: the workflow of a pool line."""
-    import argparse
-
-    from executor.inputs import load_dag, tasks_dataset
-    from executor.tasks import load_tasks
-    from simulator.base.io_utils import atomic_write_text
-    from simulator.base.outputs import check_output_path
-
-    ap = argparse.ArgumentParser(prog="python -m executor workflow",
-                                 description="Write the workflow file (DAG, node names, tasks) of a pool line.")
-    ap.add_argument("--from-pool", required=True, metavar="P", help="DAG pool JSONL")
-    ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
-    ap.add_argument("--tasks", default=None, help="tasks file (JSON); default: the loopback generic task per node")
-    ap.add_argument("--out", required=True, metavar="W", help="workflow file to write (JSON)")
-    ap.add_argument("--overwrite", action="store_true", help="replace an existing workflow file")
-    args = ap.parse_args(argv)
-    check_output_path(args.out, inputs=[args.from_pool, args.tasks], overwrite=args.overwrite)
-    pool, dag = load_dag(args.from_pool, args.dag)
-    st = pool[dag]
-    raw = pool.raw(dag)
-    node_ids = [int(x) for x in st.node_ids]
-    parents = {int(n["node_id"]): [int(p) for p in n["parents"]] for n in raw["nodes"]}
-    tasks = load_tasks(args.tasks, node_ids, parents)
-    doc = pool_workflow_doc(raw, st.problem_id, node_ids, parents, tasks, tasks_dataset(args.tasks))
-    check_workflow(doc, args.out)  # what is written loads back
-    atomic_write_text(args.out, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    print(f"{args.out}: workflow {doc['name']!r}, {len(node_ids)} nodes, {workflow_hash(doc)}")
-    return 0
