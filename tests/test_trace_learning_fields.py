@@ -140,3 +140,23 @@ def test_bad_workflow_files_are_refused_in_one_line(tmp_path, doc, says):
     with pytest.raises(ConfigError) as e:
         load_workflow(p)
     assert says in str(e.value) and str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_orphaned_world_sleep_does_not_move_time_for_another_request_on_the_wire():
+    """The world still sleeping for a cancelled request (key A) must not count as serving a fresh request (key B)
+    that has not reached it yet: time stays put until B is served (counting alone let it move)."""
+    from executor.clock import VirtualClock
+
+    async def go():
+        clock = VirtualClock(0.1)
+        orphan = asyncio.ensure_future(clock.sleep_until(5.0, serving=("A",)))
+        with clock.transit(("B",)):
+            await asyncio.sleep(0.3)  # many event-loop passes: B is on its way, not served
+            assert clock.now() == 0.0
+            served = asyncio.ensure_future(clock.sleep_until(clock.now() + 2.0, serving=("B",)))
+            await served
+            assert clock.now() == pytest.approx(2.0)
+        await orphan
+        assert clock.now() == pytest.approx(5.0)
+
+    asyncio.run(go())
