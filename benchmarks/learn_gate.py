@@ -219,7 +219,7 @@ def _on_time(line: dict[str, Any], budget: float, deadline: float, trials: int, 
 
 
 def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 200,
-               cells: tuple[tuple[float, float], ...] = ((0.7, 1.0), (1.0, 1.0), (1.0, 1.5)),
+               cells: tuple[tuple[float, ...], ...] = ((0.5, 0.5), (0.5, 0.7), (0.3, 0.7)),
                params: dict[str, Any] | None = None) -> dict[str, Any]:
     """MCPP's simulated on-time rate from the learned pool against the world pool's, at budget and deadline
     ratios ``cells`` (of the world pool's nominal scales), with the learned pool's own sampling error from a
@@ -278,10 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--end-to-end", action="store_true",
                     help="only MCPP's on-time rate from a learned pool vs the world's (bootstrap over runs)")
     ap.add_argument("--boot", type=int, default=10)
+    ap.add_argument("--cells", default="0.5:0.5,0.5:0.7,0.3:0.7",
+                    help="--end-to-end's (budget ratio:deadline ratio) cells, comma-separated")
     ap.add_argument("--censoring-runs", type=int, default=200, help="runs of the naive vs Kaplan-Meier comparison")
     args = ap.parse_args(argv)
     if args.end_to_end:
-        res = end_to_end(per_pair=args.per_pair, boot=args.boot)
+        cells = tuple(tuple(float(x) for x in c.split(":")) for c in args.cells.split(","))
+        res = end_to_end(per_pair=args.per_pair, boot=args.boot, cells=cells)
         atomic_write_json(str(Path(args.out).with_name("results_learn_gate_e2e.json")), res)
         return 0
     null = []
