@@ -269,6 +269,62 @@ def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 
             "runs": len(ids), "cells": out}
 
 
+def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: float = 0.8,
+                deadline_ratio: float = 1.5, method: str = "sequential", boot: int = 10) -> dict[str, Any]:
+    """``quote`` from the learned pool against the on-time rate of ``runs`` live runs at the quoted budget: the
+    runs plan with the learned pool and meet the world (its true pool) on the virtual clock. The quote's error
+    has three parts: the live runs' binomial SE, the quote's own (its simulated episodes) and the learned pool's
+    sampling error (a bootstrap over the exploration's runs: the quoted budget's rate on rebuilt pools)."""
+    from executor.quote import quote
+    from simulator.costs.arrays import CostSetting, build_arrays
+    from simulator.costs.nominal import nominal_deadline
+    from simulator.engine.registry import LIVE
+    from simulator.simulate import simulate_method
+
+    pool, raw, wfile = _workflow()
+    d = deadline_ratio * nominal_deadline(build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean")))
+    with tempfile.TemporaryDirectory(prefix="learn_quote_") as tmp:
+        asyncio.run(_explore_world(raw, seed, per_pair, Path(tmp), 20))
+        c = collect(trace_files([tmp]), wfile.hash, lambda _m: None)
+    g = Graph(wfile.name, wfile.hash, list(wfile.node_ids), dict(wfile.names), dict(wfile.parents))
+
+    def line_of(obs: list[Obs]) -> dict[str, Any]:
+        return build_line(g, obs, prior_line=None, prior_meta=None, strength=0, seed=0, faults={}, other_model={},
+                          traces=[], say=lambda _m: None, offered=c.models)
+
+    learned = line_of(list(c.obs))
+    lpool = pool_from_objects([learned], name="<learned>")
+    q = quote(lpool, 0, method, d, target, runs, seed=seed + 7, rules=LIVE)
+    assert q.budget is not None, "the target is out of reach on the learned pool"
+    by_trace: dict[str, list[Obs]] = {}
+    for o in c.obs:
+        by_trace.setdefault(o.key.split(":", 1)[0], []).append(o)
+    ids = sorted(by_trace)
+    rng = np.random.default_rng(seed)
+    rates = []
+    for r in range(boot):
+        pick = rng.integers(0, len(ids), len(ids))
+        obs = [Obs(o.node, o.model, o.lat, o.lat_observed, o.tokens, o.tok_observed, o.success, f"{o.key}#{r}.{i}",
+                   o.token_source) for i, t in enumerate(pick) for o in by_trace[ids[t]]]
+        st = pool_from_objects([line_of(obs)], name="<boot>")[0]
+        batch = simulate_method(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, q.budget, d,
+                                list(range(runs)), seed + 7, 0, None, model_names=st.model_ids, execution_rules=LIVE)
+        rates.append(float(np.mean(batch.scored(d)[0])))
+    wf = make_workflow(lpool, 0, "<learned>", None, "", None, "token_cost_mean", workflow=wfile)
+    results, _ = asyncio.run(live_episodes(wf, pool, method, q.budget, d, runs, scale=0.1, seed=seed + 3,
+                                           world_seed=2000 + seed, concurrency=200))
+    live = float(np.mean([r.on_time for r in results]))
+    se_boot = float(np.std(rates, ddof=1))
+    se = math.sqrt(se_boot ** 2 + live * (1 - live) / runs + q.rate * (1 - q.rate) / runs)
+    out = {"method": method, "target": target, "deadline": d, "deadline_ratio": deadline_ratio,
+           "quoted_budget": q.budget, "quoted_rate": q.rate, "live_runs": runs, "live_rate": live,
+           "se_bootstrap": se_boot, "se": se, "z": (live - q.rate) / se, "bootstrap_rates": rates,
+           "exploration_runs": len(ids)}
+    print(f"quote check: {method}, quoted budget {q.budget:.6g} for {q.rate:.3f} on time; live {live:.3f} over "
+          f"{runs} runs; bootstrap sd {se_boot:.3f}; z {out['z']:+.2f}", flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.learn_gate", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
@@ -278,10 +334,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--end-to-end", action="store_true",
                     help="only MCPP's on-time rate from a learned pool vs the world's (bootstrap over runs)")
     ap.add_argument("--boot", type=int, default=10)
+    ap.add_argument("--quote-check", action="store_true",
+                    help="only quote from a learned pool vs 400 live runs at the quoted budget")
     ap.add_argument("--cells", default="0.5:0.5,0.5:0.7,0.3:0.7",
                     help="--end-to-end's (budget ratio:deadline ratio) cells, comma-separated")
     ap.add_argument("--censoring-runs", type=int, default=200, help="runs of the naive vs Kaplan-Meier comparison")
     args = ap.parse_args(argv)
+    if args.quote_check:
+        res = quote_check(per_pair=args.per_pair, boot=args.boot)
+        atomic_write_json(str(Path(args.out).with_name("results_learn_gate_quote.json")), res)
+        return 0
     if args.end_to_end:
         cells = tuple(tuple(float(x) for x in c.split(":")) for c in args.cells.split(","))
         res = end_to_end(per_pair=args.per_pair, boot=args.boot, cells=cells)

@@ -333,8 +333,8 @@ def build_line(g: Graph, obs: Sequence[Obs], *, prior_line: Mapping[str, Any] | 
             raise ConfigError(f"node {v} ({g.names[v]}): no observation of any model and no prior: explore it "
                               f"first (python -m executor explore), or give --prior")
         legacy = prior_nodes.get(v, {}).get("legacy_template_model")
-        if legacy not in tmpls:
-            legacy = max(tmpls, key=lambda m: (meta[m]["live_rows"], -models.index(m)))
+        if legacy not in tmpls:  # the first model of the endpoints' order: stable whatever the counts
+            legacy = next(m for m in models if m in tmpls)
         nodes.append({"node_id": v, "name": g.names[v], "parents": list(g.parents[v]), "children": children[v],
                       "model_templates": tmpls, "empirical_samples_by_model": samples,
                       "legacy_template_model": legacy, "model_node_metadata": meta})
