@@ -47,7 +47,7 @@ def _browser_missing() -> str | None:
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "no browser for the page tests: the selenium package is not installed (requirements.txt)"
+        return "no browser for the page tests: the selenium package is not installed (requirements-test.txt)"
     return None
 
 
