@@ -43,6 +43,7 @@ from simulator.base.scoring import wilson_interval
 from simulator.base.settings import check_seed
 from simulator.base.validation import check_number
 from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.modes import cost_unit
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import EXECUTION_RULES, LIVE
 from simulator.methods import canonical_method, method_spec
@@ -165,7 +166,7 @@ def cmd_quote(argv: Sequence[str]) -> int:
         deadline = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False) * \
             nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
     asked = None if args.budget is None else check_number(args.budget, "--budget", "flag", lo=0.0, lo_inclusive=False)
-    unit = "tokens" if cost_mode == "token_cost_mean" else "dollars"
+    unit = cost_unit(cost_mode)
     if not args.json:
         print(header(args.method, dag, pool[dag].problem_id, float(deadline), float(target), args.trials,
                      args.execution_rules), flush=True)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.base.errors import ConfigError
-from simulator.methods import method_spec
+from simulator.methods import method_label, method_spec
 
 from .grid import format_value
 from .methods import SUITE_SEP, compared_labels
@@ -86,12 +86,7 @@ _MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">")
 def display_label(label: str) -> str:
     """The name a plot shows for a result label: ``MCPP`` for ``mc_portfolio_rollout`` (variants and suite kept)."""
     method, sep, model = label.partition(SUITE_SEP)
-    base, bracket, rest = method.partition("[")
-    try:
-        shown = method_spec(base).table_label
-    except ConfigError:
-        shown = base
-    return shown + bracket + rest + sep + model
+    return method_label(method) + sep + model
 
 
 def _family(label: str) -> str:

@@ -93,4 +93,4 @@ def test_harness_runs_it_with_a_variant_beside_it(tmp_path):
     assert set(paired["baseline"]) == {"sequential", "cheapest_first"}
     with open(os.path.join(run, "analysis", "report.md"), encoding="utf-8") as fh:
         text = fh.read()
-    assert "MCPP[M=8] minus each baseline" in text and "`mc_portfolio_rollout[M=8]` in the tables" in text
+    assert "MCPP[M=8] minus each baseline" in text and "`mc_portfolio_rollout[M=8]` in the records" in text
