@@ -19,6 +19,7 @@ import shlex
 import subprocess
 import sys
 
+import human_text
 import pytest
 from harness_util import ROOT, clean_env
 
@@ -100,6 +101,8 @@ def test_readme_commands_make_what_the_readme_shows(tmp_path):
     assert "- pool: `examples/example_pool.jsonl`" in report and ROOT not in report and str(tmp_path) not in report
     assert f"{vars1['N_DAGS']} DAGs, {vars1['N_EXEC_TRIALS']} trials" in report
     assert "## MCPP minus each baseline (paired)" in report
+    human_text.check(out, "README command 1 (its printed settings and table)")
+    human_text.check(report, "README command 1's report.md")
     for plot in ("success_vs_budget", "mc_portfolio_rollout_minus_best_baseline"):
         assert (analysis / "plots" / f"{plot}.png").stat().st_size > 0
         assert not (analysis / "plots" / f"{plot}.pdf").exists()  # vector formats only when PLOT_FORMATS asks
@@ -149,5 +152,8 @@ def test_readme_one_off_questions_answer(tmp_path):
     result = json.loads(simulate_json)
     assert result["method"] == "mc_portfolio_rollout" and result["trials"] == 20  # --method MCPP, recorded by name
     assert plan.strip()
+    for what, out in zip(lines, outs):  # what a person reads: MCPP by name, quantities with units (JSON excepted)
+        human_text.check(out, what)
+    assert "budget (tokens)" in predict  # predict prints its table
     out_dir = shlex.split(lines[-1])[shlex.split(lines[-1]).index("--out") + 1]
     assert any(name.startswith("predict.") for name in os.listdir(tmp_path / out_dir))
