@@ -104,17 +104,18 @@ class BudgetSearch:
 
 
 def first_reaching(search: BudgetSearch, axis: np.ndarray, target: float) -> int | None:
-    """The index of the first budget of the increasing ``axis`` that reaches ``target`` (bisection), or None."""
-    if not search.reaches(axis[-1], target):
-        return None
-    lo, hi = -1, len(axis) - 1  # axis[hi] reaches; axis[lo] does not (lo = -1: nothing below)
+    """The index of the first budget of the increasing ``axis`` that reaches ``target`` (bisection), or None.
+
+    The largest budget is probed only when every budget probed below it falls short (it is the most
+    expensive to settle: most of its episodes succeed, and each plans to the end)."""
+    lo, hi = -1, len(axis)  # axis[lo] does not reach (-1: nothing below); axis[hi] does (len: not known to)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if search.reaches(axis[mid], target):
             hi = mid
         else:
             lo = mid
-    return hi
+    return hi if hi < len(axis) else None
 
 
 def cheapest(search: BudgetSearch, axis: np.ndarray, target: float, bisections: int) -> float | None:
