@@ -33,21 +33,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from tqdm import tqdm
-
-from executor.inputs import live_cost_mode, load_dag
-from executor.quote_search import BudgetSearch, cheapest
-from simulator.base.errors import ConfigError
-from simulator.base.scoring import wilson_interval
+# light imports only (no numpy, numba or the live executor): the header is printed before the rest loads
+from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.settings import check_seed
 from simulator.base.validation import check_number
-from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.modes import cost_unit
-from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import EXECUTION_RULES, LIVE
-from simulator.methods import canonical_method, method_spec
-from simulator.simulate import RunSettings
+from simulator.methods import canonical_method, method_label, method_spec
 
 AXIS_LO, AXIS_HI, AXIS_N, BISECTIONS = 0.05, 8.0, 24, 6
 
@@ -77,6 +69,14 @@ def quote(pool, pos: int, method: str, deadline: float, target: float, trials: i
           cost_mode: str = "token_cost_mean", asked_budget: float | None = None, rules: str = LIVE,
           progress: Callable[[int, float], None] | None = None) -> Quote:
     """The quote (see the module docstring); ``progress(episodes, budget)`` is called as episodes finish."""
+    import numpy as np
+
+    from executor.quote_search import BudgetSearch, cheapest
+    from simulator.base.scoring import wilson_interval
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget
+    from simulator.simulate import RunSettings
+
     t0 = time.perf_counter()
     method = canonical_method(method)
     method_spec(method, "--method")
@@ -104,11 +104,10 @@ def quote(pool, pos: int, method: str, deadline: float, target: float, trials: i
     return q
 
 
-def header(method: str, dag: int, problem_id: str, deadline: float, target: float, trials: int, rules: str) -> str:
-    """The quote's first line, printed before the work."""
-    return (f"quote: {method_spec(canonical_method(method)).table_label} on DAG {dag} ({problem_id}), "
-            f"deadline {deadline:.6g} model seconds, target {target:.0%}, up to {trials} simulated episodes per "
-            f"budget ({rules} rules)")
+def header(method: str, dag: int, pool: str, deadline: str, target: float, trials: int, rules: str) -> str:
+    """The quote's first line, printed from the flags alone before anything heavy loads (``deadline``: as said)."""
+    return (f"quote: {method_label(method)} on DAG {dag} of {pool}, deadline {deadline}, target {target:.0%}, "
+            f"up to {trials} simulated episodes per budget ({rules} rules)")
 
 
 def format_quote(q: Quote, unit: str) -> str:
@@ -133,6 +132,12 @@ def unreachable(q: Quote, unit: str) -> str:
             f"{unit}, the largest budget tried)")
 
 
+@cli_entry
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m executor quote ...`` without loading the rest of the executor first (:mod:`executor.__main__`)."""
+    return cmd_quote(sys.argv[2:] if argv is None else argv)
+
+
 def cmd_quote(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m executor quote",
                                  description="The cheapest budget at which a method finishes on time with a target "
@@ -152,24 +157,37 @@ def cmd_quote(argv: Sequence[str]) -> int:
                     help="the rules of the simulated episodes (default live: the rules the executor follows)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    # the checks that need nothing loaded, then the header at once (numpy, numba and the pool take seconds)
     target = check_number(args.target, "--target", "flag", lo=0.0, hi=1.0, lo_inclusive=False, hi_inclusive=False)
     if args.trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {args.trials}")
     seed = check_seed(args.seed, "--seed", "flag")
-    cost_mode = live_cost_mode(args.cost_mode)
     method_spec(canonical_method(args.method), "--method")
-    pool, dag = load_dag(args.pool, args.dag)
-    arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
     if args.deadline is not None:
         deadline = check_number(args.deadline, "--deadline", "flag", lo=0.0, lo_inclusive=False)
+        said = f"{deadline:.6g} model seconds"
     else:
-        deadline = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False) * \
-            nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
+        ratio = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False)
+        said = f"{ratio:g} x the DAG's nominal"
     asked = None if args.budget is None else check_number(args.budget, "--budget", "flag", lo=0.0, lo_inclusive=False)
-    unit = cost_unit(cost_mode)
     if not args.json:
-        print(header(args.method, dag, pool[dag].problem_id, float(deadline), float(target), args.trials,
-                     args.execution_rules), flush=True)
+        print(header(args.method, args.dag, args.pool, said, float(target), args.trials, args.execution_rules),
+              flush=True)
+    from tqdm import tqdm
+
+    from executor.inputs import live_cost_mode, load_dag
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+
+    cost_mode = live_cost_mode(args.cost_mode)
+    unit = cost_unit(cost_mode)
+    pool, dag = load_dag(args.pool, args.dag)
+    arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
+    if args.deadline is None:
+        deadline = ratio * nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
+    if not args.json:
+        print(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
+              f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", flush=True)
     with tqdm(unit=" episodes", desc="simulating", file=sys.stderr, disable=None, mininterval=0.5,
               dynamic_ncols=True) as bar:
 

@@ -126,3 +126,19 @@ def test_the_mcpp_quote_is_the_full_scans_answer_within_its_interval():
     assert lo <= ref_rate <= hi and q.rate >= 0.9
     assert q.budget == pytest.approx(ref, rel=0.25)  # within one step of the axis (1.25 x)
     assert q.episodes < (AXIS_N + BISECTIONS + 1) * 20
+
+
+def test_the_header_comes_before_numpy_and_the_live_executor_load():
+    """`python -m executor quote` prints its first line from the flags alone: what runs before it imports
+    neither numpy nor the live executor (seconds on a loaded machine), so the user sees the quote start at once."""
+    import subprocess
+    import sys
+
+    from tests.executor_helpers import ENV, ROOT
+
+    probe = ("import sys; sys.argv = ['x', 'quote']; import executor.quote; "
+             "print(sorted(m for m in ('numpy', 'numba', 'executor.live', 'executor.cli') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    main = (ROOT / "executor" / "__main__.py").read_text(encoding="utf-8")
+    assert main.index('["quote"]') < main.index("from executor.cli import main")
