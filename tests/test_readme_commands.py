@@ -114,7 +114,7 @@ def test_readme_commands_make_what_the_readme_shows(tmp_path):
     (line,) = [c for c in _commands(_block("run_experiment.sh surface\n"))]
     vars2, argv = _harness_command(line)
     assert argv[-1] == "surface" and "SURFACE_METHODS" in vars2 and "N_DAGS" in vars2
-    _run(argv, clean_env(RESULTS_ROOT=str(results_root), **vars2))
+    human_text.check(_run(argv, clean_env(RESULTS_ROOT=str(results_root), **vars2)).stdout, "the surface command")
     surface = tmp_path / _readme_path("It lands in")
     manifest = json.loads((surface / "manifest.json").read_text(encoding="utf-8"))
     methods = resolve_methods(vars2["SURFACE_METHODS"])
