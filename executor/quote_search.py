@@ -107,7 +107,8 @@ class BudgetSearch:
     def rate(self, budget: float) -> float:
         """The on-time rate at ``budget`` over all the trials."""
         p = self.probe(budget)
-        self._run(p, self.trials)
+        while len(p.outcomes) < self.trials:  # in chunks: the progress bar keeps moving
+            self._run(p, min(self.trials, len(p.outcomes) + self.chunk))
         return p.wins / self.trials
 
 
