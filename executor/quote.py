@@ -189,10 +189,10 @@ def cmd_quote(argv: Sequence[str]) -> int:
         print(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
               f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", flush=True)
     with tqdm(unit=" episodes", desc="simulating", file=sys.stderr, disable=None, mininterval=0.5,
-              dynamic_ncols=True) as bar:
+              bar_format="{desc}: {n_fmt}{unit} simulated [{elapsed}, {rate_fmt}]") as bar:
 
         def progress(n: int, budget: float) -> None:
-            bar.set_description(f"budget {budget:.6g} {unit}", refresh=False)
+            bar.set_description_str(f"budget {budget:.6g} {unit}", refresh=False)
             bar.update(n)
 
         q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed=seed,
