@@ -203,6 +203,37 @@ def censoring_demo(seed: int = 0, runs: int = 200, deadline_ratio: float = 1.0,
     return {"method": method, "runs": runs, "deadline_ratio": deadline_ratio, "seed": seed, "pairs": out}
 
 
+def _explored(raw: dict[str, Any], wfile, seed: int, per_pair: int):
+    """(observations, rebuild): one exploration of the true world and a function rebuilding a line from
+    observations (no prior)."""
+    with tempfile.TemporaryDirectory(prefix="learn_explore_") as tmp:
+        asyncio.run(_explore_world(raw, seed, per_pair, Path(tmp), 20))
+        c = collect(trace_files([tmp]), wfile.hash, lambda _m: None)
+    g = Graph(wfile.name, wfile.hash, list(wfile.node_ids), dict(wfile.names), dict(wfile.parents))
+
+    def line_of(obs: list[Obs]) -> dict[str, Any]:
+        return build_line(g, obs, prior_line=None, prior_meta=None, strength=0, seed=0, faults={}, other_model={},
+                          traces=[], say=lambda _m: None, offered=c.models)
+
+    return c, line_of
+
+
+def _resampled(obs: list[Obs], boot: int, seed: int) -> list[list[Obs]]:
+    """``boot`` bootstrap resamples over runs: the traces drawn with replacement, each drawn copy's observations
+    renamed (so its imputation draws are its own)."""
+    by_trace: dict[str, list[Obs]] = {}
+    for o in obs:
+        by_trace.setdefault(o.key.split(":", 1)[0], []).append(o)
+    ids = sorted(by_trace)
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in range(boot):
+        pick = rng.integers(0, len(ids), len(ids))
+        out.append([Obs(o.node, o.model, o.lat, o.lat_observed, o.tokens, o.tok_observed, o.success,
+                        f"{o.key}#{r}.{i}", o.token_source) for i, t in enumerate(pick) for o in by_trace[ids[t]]])
+    return out
+
+
 def _on_time(line: dict[str, Any], budget: float, deadline: float, trials: int, seed: int,
              params: dict[str, Any]) -> float:
     """MCPP's simulated on-time rate on a pool line (live rules, ``trials`` episodes)."""
@@ -231,26 +262,10 @@ def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 
     pool, raw, wfile = _workflow()
     arr0 = build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean"))
     b0, d0 = nominal_budget(arr0), nominal_deadline(arr0)
-    with tempfile.TemporaryDirectory(prefix="learn_e2e_") as tmp:
-        asyncio.run(_explore_world(raw, seed, per_pair, Path(tmp), 20))
-        c = collect(trace_files([tmp]), wfile.hash, lambda _m: None)
-    g = Graph(wfile.name, wfile.hash, list(wfile.node_ids), dict(wfile.names), dict(wfile.parents))
-    by_trace: dict[str, list[Obs]] = {}
-    for o in c.obs:
-        by_trace.setdefault(o.key.split(":", 1)[0], []).append(o)
-    ids = sorted(by_trace)
+    c, line_of = _explored(raw, wfile, seed, per_pair)
 
-    def line_of(obs: list[Obs]) -> dict[str, Any]:
-        return build_line(g, obs, prior_line=None, prior_meta=None, strength=0, seed=0, faults={}, other_model={},
-                          traces=[], say=lambda _m: None, offered=c.models)
-
-    rng = np.random.default_rng(seed)
-    boots = []
-    for r in range(boot):
-        pick = rng.integers(0, len(ids), len(ids))
-        obs = [Obs(o.node, o.model, o.lat, o.lat_observed, o.tokens, o.tok_observed, o.success, f"{o.key}#{r}.{i}",
-                   o.token_source) for i, t in enumerate(pick) for o in by_trace[ids[t]]]
-        boots.append(line_of(obs))
+    ids = {o.key.split(":", 1)[0] for o in c.obs}
+    boots = [line_of(obs) for obs in _resampled(list(c.obs), boot, seed)]
     learned = line_of(list(c.obs))
     out = []
     for rb, rd in cells:
@@ -283,29 +298,15 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
 
     pool, raw, wfile = _workflow()
     d = deadline_ratio * nominal_deadline(build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean")))
-    with tempfile.TemporaryDirectory(prefix="learn_quote_") as tmp:
-        asyncio.run(_explore_world(raw, seed, per_pair, Path(tmp), 20))
-        c = collect(trace_files([tmp]), wfile.hash, lambda _m: None)
-    g = Graph(wfile.name, wfile.hash, list(wfile.node_ids), dict(wfile.names), dict(wfile.parents))
-
-    def line_of(obs: list[Obs]) -> dict[str, Any]:
-        return build_line(g, obs, prior_line=None, prior_meta=None, strength=0, seed=0, faults={}, other_model={},
-                          traces=[], say=lambda _m: None, offered=c.models)
+    c, line_of = _explored(raw, wfile, seed, per_pair)
 
     learned = line_of(list(c.obs))
     lpool = pool_from_objects([learned], name="<learned>")
     q = quote(lpool, 0, method, d, target, runs, seed=seed + 7, rules=LIVE)
     assert q.budget is not None, "the target is out of reach on the learned pool"
-    by_trace: dict[str, list[Obs]] = {}
-    for o in c.obs:
-        by_trace.setdefault(o.key.split(":", 1)[0], []).append(o)
-    ids = sorted(by_trace)
-    rng = np.random.default_rng(seed)
+    ids = {o.key.split(":", 1)[0] for o in c.obs}
     rates = []
-    for r in range(boot):
-        pick = rng.integers(0, len(ids), len(ids))
-        obs = [Obs(o.node, o.model, o.lat, o.lat_observed, o.tokens, o.tok_observed, o.success, f"{o.key}#{r}.{i}",
-                   o.token_source) for i, t in enumerate(pick) for o in by_trace[ids[t]]]
+    for obs in _resampled(list(c.obs), boot, seed):
         st = pool_from_objects([line_of(obs)], name="<boot>")[0]
         batch = simulate_method(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, q.budget, d,
                                 list(range(runs)), seed + 7, 0, None, model_names=st.model_ids, execution_rules=LIVE)
