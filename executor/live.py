@@ -61,6 +61,7 @@ import numpy as np
 
 from executor import verifiers
 from executor.client import (
+    DOWN_KINDS,
     RETRYABLE,
     EndpointHealth,
     TryResult,
@@ -210,6 +211,7 @@ class _Outcome:
     http_status: int | None = None
     error: str = ""
     faults: Counter = field(default_factory=Counter)
+    gateway_retries: int = 0  # retries gateways said they made upstream for this sample's tries
 
 
 class LiveRun:
@@ -255,6 +257,8 @@ class LiveRun:
         self.down: dict[str, tuple[str, str]] = {}  # model id -> (termination it would cause, message)
         self.pair_refusals: dict[tuple[int, int], str] = {}
         self.pair_requests: Counter = Counter()
+        #: per model: (failed tries since its last answer, the last upstream error a gateway reported retrying)
+        self.failing: dict[str, tuple[int, str]] = {}
         self.finished: asyncio.Queue[int] = asyncio.Queue()
         self.residuals = Residuals(arr)
         self.obs = Observations()
@@ -422,6 +426,12 @@ class LiveRun:
             self.launched.set()
             deadline_task.cancel()
             await self.cancel_all()
+        if reason == "deadline_exhausted":
+            out_all, said = self.outage()
+            if out_all:
+                reason, message = "provider_unavailable", f"every model is unavailable: {said} ({message})"
+            elif said:
+                message = f"{message}; unavailable meanwhile: {said}"
         makespan = min(self.elapsed(), self.deadline) if reason != "completed" else self.elapsed()
         success = reason == "completed"
         on_time = success and makespan <= self.deadline
@@ -766,6 +776,7 @@ class LiveRun:
                 out.http_status = r.status_code
                 if r.kind != "ok":
                     out.error = r.detail
+                self.note_try(model_id, r, out)
                 if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
                     full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if r.usage_source == "usage"
                             else s.res.amount)
@@ -794,7 +805,7 @@ class LiveRun:
                         out.status = "model_down"
                         break
                     gate.close_for(r.retry_after)  # every sample and run of the process waits for it
-                if self.health.record(model_id, r.kind):
+                if self.health.record(model_id, r.kind, weight=1 + (r.gateway_retries or 0)):
                     self.model_down(model_id, r)
                     out.status = r.kind if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
                     break
@@ -843,7 +854,8 @@ class LiveRun:
                              output_tokens=out.ct, usage=out.source, cost=out.charge, max_tokens=int(s.max_tokens),
                              max_tokens_capped=bool(s.max_tokens < ep.max_tokens), retries=max(out.tries - 1, 0),
                              tries=out.tries, http_status=out.http_status, error=out.error or None,
-                             faults=dict(out.faults))
+                             faults=dict(out.faults),
+                             **({"gateway_retries": out.gateway_retries} if out.gateway_retries else {}))
             self.ledger()
         return out
 
@@ -867,6 +879,50 @@ class LiveRun:
                 await attempt
         return TryResult("timeout", detail=f"no whole answer within {timeout:.3g} s of model time x scale",
                          billing=billing_of(sent[0], False, False))
+
+    def note_try(self, model_id: str, r: TryResult, out: _Outcome) -> None:
+        """Keep what a try says of its model's health: a gateway's retries (the trace shows them) and the
+        failed tries since the model last answered, with the last upstream error a gateway retried."""
+        if r.gateway_retries:
+            out.gateway_retries += r.gateway_retries
+            out.faults["gateway_retried"] += 1
+        n, words = self.failing.get(model_id, (0, ""))
+        if r.kind not in DOWN_KINDS and r.kind != "http_429":  # it answered (or refused): not an outage
+            self.failing.pop(model_id, None)
+            return
+        if r.gateway_retries and r.status_code is not None:  # a gateway says it retried an upstream error
+            words = r.detail
+        self.failing[model_id] = (n + 1 + (r.gateway_retries or 0), words)
+
+    def outage(self) -> tuple[bool, str]:
+        """(every model the unfinished nodes may use is down or failing behind a retrying gateway, what was seen).
+
+        A try that timed out says nothing by itself; a model counts as failing when every try since its last
+        answer failed and one of them was an error answer a gateway said it retried upstream (a retry-count
+        header): the tries that time out meanwhile are the gateway retrying the same upstream error (its
+        backoff outlasts our timeout), and the run is ``provider_unavailable``, not a missed deadline."""
+        said, all_out, any_model = [], True, False
+        for v in range(self.n):
+            if self.completed[v]:
+                continue
+            for j, m in enumerate(self.wf.stats.model_ids):
+                if not self.wf.arr.available[v, j] or not ((j == int(self.wf.arr.legacy[v])) if self.legacy_only
+                                                           else bool(self.mask[j])):
+                    continue
+                any_model = True
+                if m in self.down:
+                    if self.down[m][0] != "provider_unavailable":
+                        all_out = False
+                    continue
+                n, words = self.failing.get(m, (0, ""))
+                if n == 0 or not words:
+                    all_out = False
+                    continue
+                line = f"model {m!r} ({self.endpoints[m].url}): {n} failed tries since its last answer, last " \
+                       f"upstream error: {words}"
+                if line not in said:
+                    said.append(line)
+        return any_model and all_out and bool(said), "; ".join(said)
 
     def end_batch(self, v: int) -> None:
         b = self.batches.pop(v, None)
