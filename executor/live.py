@@ -59,7 +59,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from executor import verifiers
+from executor import starvation, verifiers
 from executor.client import (
     DOWN_KINDS,
     RETRYABLE,
@@ -388,6 +388,7 @@ class LiveRun:
         if self._pending_halt is not None:
             self._halt.set_result(self._pending_halt)
         wall0 = time.perf_counter()
+        starved = starvation.watch()  # the loop's lag and its thread's CPU wait, for the end event
         self.trace.write("run", method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
                          source=self.wf.source, n_nodes=self.n, node_ids=self.node_ids, budget=self.budget,
                          deadline_s=self.deadline, cost_mode=self.wf.cost_mode, time_scale=self.clock.scale,
@@ -438,10 +439,14 @@ class LiveRun:
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
                         self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
                         self.overhead_ms, self.decision_log)
+        starved.close()
+        slip = None if self.clock.pausable else starvation.explain_slip(
+            res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
                          reserved=self.reserved, budget=self.budget, termination=reason, message=message,
-                         nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]])
+                         nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
+                         **starved.fields(), **({} if slip is None else {"slip": slip}))
         return res
 
     def no_progress(self) -> tuple[str, str]:

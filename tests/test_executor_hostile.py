@@ -2,7 +2,8 @@
 
 Promises, checked after every run: the server's own bill <= budget (and <=
 spent + unbilled: the ledger never understates what may have been billed);
-the run's wall time <= deadline + 0.5 s; every request the server saw has a
+the run's wall time <= deadline + 0.5 s (or, on a machine too loaded to run
+it, the run's end event shows starvation explains the slip); every request the server saw has a
 ``request`` line; every run has an ``end`` event with a message unless it
 completed. Each targeted test is a failure seen against the executor before
 (a cut body re-sent 8 times and billed 4x the budget, a false gzip that hung
@@ -73,7 +74,11 @@ def check_promises(out, world, wf, budget, deadline, scale, prices=None):
         assert bill <= budget * (1 + 1e-9), (trial, bill, budget)
         assert bill <= res.spent + res.unbilled + 1e-6 * max(1.0, budget), (trial, bill, res.spent, res.unbilled)
         assert res.spent + res.unbilled <= budget * (1 + 1e-9)
-        assert res.wall_s <= deadline * scale + SLACK_S, (trial, res.wall_s, deadline * scale, res.termination)
+        # the wall-clock promise: a slip past the slack is allowed only when the run's own measures say the
+        # process was starved of CPU for at least that long (executor.starvation; tests/test_deadline_slip.py)
+        slip = ev[-1].get("slip")
+        assert res.wall_s <= deadline * scale + SLACK_S or (slip and slip["starvation_explains"]), (
+            trial, res.wall_s, deadline * scale, res.termination, slip, ev[-1].get("loop_lag_max_s"))
         assert ev[-1]["event"] == "end" and (res.termination == "completed" or ev[-1]["message"])
         lines = {(e["node"], e["model"], e["attempt"]) for e in ev if e["event"] == "request" and
                  e["status"] != "refused"}
