@@ -511,6 +511,9 @@ class LiveRun:
         ep = self.endpoints[model_id]
         termination = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
         why = r.detail or r.kind
+        words = self.failing.get(model_id, (0, ""))[1]
+        if r.kind in DOWN_KINDS and words and words not in why:  # tries timing out behind a retrying gateway
+            why += f"; last upstream error: {words}"
         if r.status_code in (401, 403):  # name where the key came from
             why += (f" (the key comes from ${ep.api_key_env})" if ep.api_key_env
                     else " (no key was sent: the endpoint's api_key_env is empty)")

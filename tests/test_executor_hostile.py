@@ -264,6 +264,9 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode):
     mix = {"ok": 6, "cut_body": 1, "false_gzip": 1, "lone_surrogate": 1, "invalid_utf8": 1, "retry_after_huge": 0.2,
            "bad_request": 0.3, "trickle": 0.5, "oversized": 0.5, "lying_usage": 1, "hang": 0.5, "reset": 1,
            "quota_429": 0.2, "http_500": 1, "unknown_model_400": 0.1}
+    # what gateways answer (issue 41): timeouts after the upstream billed, retried errors, a retried answer
+    mix.update({"gw_timeout_408": 0.5, "gw_timeout_504": 0.3, "cdn_timeout_524": 0.2, "gw_retry_500": 0.5,
+                "gw_retry_429": 0.3, "gw_retried_ok": 0.5})
     n = 80
     for dag in (0, 3):
         pool, wf = workflow(dag, cost_mode=cost_mode)
