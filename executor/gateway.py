@@ -34,8 +34,9 @@ RETRY_HEADERS = ("x-portkey-retry-attempt-count", "x-litellm-attempted-retries",
 
 
 def gateway_retries(headers: Mapping[str, str] | None) -> int | None:
-    """How many retries a gateway says it made for this answer (the largest count any known header gives),
-    or None when no header says (a negative or unreadable count is no count)."""
+    """How many retries a gateway says it made for this answer (the largest count any known header gives), or
+    None when no header says. Portkey writes -1 when every retry it was configured for failed: at least one
+    retry, counted as 1; an unreadable count is no count."""
     if not headers:
         return None
     best = None
@@ -47,8 +48,8 @@ def gateway_retries(headers: Mapping[str, str] | None) -> int | None:
             n = int(str(raw).strip())
         except ValueError:
             continue
-        if n >= 0:
-            best = n if best is None else max(best, n)
+        n = 1 if n < 0 else n
+        best = n if best is None else max(best, n)
     return best
 
 

@@ -174,3 +174,105 @@ def gateway_endpoints(endpoints: Mapping[str, Any], proxy: LiteLLMProxy,
 
     os.environ[key_env] = proxy.key
     return {m: replace(e, base_url=proxy.url, api_key_env=key_env) for m, e in endpoints.items()}
+
+
+# -- the Portkey AI gateway (npm @portkey-ai/gateway), run by node --------------------------------------------------
+
+#: the Portkey gateway version the tests are written against (installed by .ci/run)
+PORTKEY_VERSION = "1.15.2"
+#: where .ci/run installs it (``npm install --prefix DIR @portkey-ai/gateway@1.15.2``); MCPP_PORTKEY_DIR overrides
+PORTKEY_DIR_DEFAULT = "/opt/mcpp/portkey-gateway"
+
+
+def portkey_entry() -> Path:
+    """The gateway's node entry point under ``$MCPP_PORTKEY_DIR`` (default :data:`PORTKEY_DIR_DEFAULT`)."""
+    root = Path(os.environ.get("MCPP_PORTKEY_DIR") or PORTKEY_DIR_DEFAULT)
+    return root / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+
+
+def portkey_gateway_missing() -> str | None:
+    """Why the Portkey gateway cannot start here (one line), or None."""
+    import shutil
+
+    if shutil.which("node") is None:
+        return "no node on PATH (apt-get install nodejs): the Portkey gateway runs on node"
+    entry = portkey_entry()
+    if not entry.is_file():
+        return (f"the Portkey gateway is not installed at {entry.parents[3]} (npm install --prefix DIR "
+                f"@portkey-ai/gateway@{PORTKEY_VERSION}, then MCPP_PORTKEY_DIR=DIR; .ci/run does it)")
+    return None
+
+
+class PortkeyGateway:
+    """The Portkey AI gateway (``node build/start-server.js --port=N --headless``) on a free port.
+
+    It is configured per request (``x-portkey-config``: a JSON config with
+    the provider, its ``custom_host``, ``request_timeout``, ``retry``,
+    fallback ``targets`` and ``forward_headers``), so one gateway serves
+    every test. Raises :class:`RuntimeError` with its last log lines when it
+    exits or does not answer within ``start_timeout_s``.
+    """
+
+    def __init__(self, workdir: Path, *, start_timeout_s: float = 60.0) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.log = self.workdir / "portkey.log"
+        self._log = open(self.log, "wb")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(["node", str(portkey_entry()), f"--port={self.port}", "--headless"],
+                                     cwd=self.workdir, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, "NODE_ENV": "production"})
+        try:
+            self._wait(start_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait(self, limit_s: float) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Portkey gateway exited ({self.proc.returncode}): {self.tail()}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the Portkey gateway did not answer within {limit_s:g} s: {self.tail()}")
+
+    def tail(self, n: int = 15) -> str:
+        self._log.flush()
+        return " | ".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> PortkeyGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+#: the loopback world's key headers: Portkey drops unknown headers and the body's ``mcpp`` object, so its config
+#: must forward these (``forward_headers``)
+MCPP_HEADERS = ["x-mcpp-dag", "x-mcpp-node", "x-mcpp-trial", "x-mcpp-attempt"]
+
+
+def portkey_target(base_url: str, **extra: Any) -> dict[str, Any]:
+    """One Portkey target: an OpenAI-compatible upstream at ``base_url`` (its ``custom_host``)."""
+    return {"provider": "openai", "custom_host": base_url, "api_key": "none", **extra}
+
+
+def portkey_headers(config: Mapping[str, Any]) -> dict[str, str]:
+    """The request headers that configure Portkey: ``x-portkey-config`` (the MCPP keys forwarded)."""
+    return {"x-portkey-config": json.dumps({"forward_headers": MCPP_HEADERS, **config})}

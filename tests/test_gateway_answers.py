@@ -45,7 +45,8 @@ def test_the_bill_rule_per_answer_class(status, retrying, retries, expect):
 def test_retry_count_headers_are_read():
     assert gateway_retries({"x-portkey-retry-attempt-count": "2"}) == 2
     assert gateway_retries({"x-litellm-attempted-retries": "3"}) == 3
-    assert gateway_retries({"x-portkey-retry-attempt-count": "-1"}) is None
+    assert gateway_retries({"x-portkey-retry-attempt-count": "-1"}) == 1  # Portkey: every retry failed
+    assert gateway_retries({"x-portkey-retry-attempt-count": "0"}) == 0
     assert gateway_retries({"x-portkey-retry-attempt-count": "many"}) is None
     assert gateway_retries({}) is None and gateway_retries(None) is None
     r = classify_error(500, b'{"error": {"message": "upstream down"}}', {"x-portkey-retry-attempt-count": "2"})
