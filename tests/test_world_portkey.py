@@ -134,7 +134,7 @@ def test_an_upstream_500_behind_portkeys_retries_is_named_provider_unavailable(g
     B, _ = nominal(wf)
     with WorldThread(HostileWorld(pool, classes=("http_500",), seed=2, clock=Clock(SCALE))) as bad:
         config = {**portkey_target(bad.url), "retry": {"attempts": 2, "on_status_codes": [500]}}
-        res, ev = _run(wf, _through(bad, gateway), "sequential", 2 * B, 8.0, config)
+        res, ev = _run(wf, _through(bad, gateway), "sequential", 2 * B, 10.0, config)
         bill = sum(bad.world.bills.values())
     assert res.termination == "provider_unavailable", (res.termination, res.message)
     assert "HTTP 500" in res.message and "internal server error" in res.message
