@@ -64,18 +64,29 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+def alive(pid: int | str) -> bool:
+    """Is process ``pid`` running (not gone, not a zombie waiting to be reaped)?"""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != b"Z"
+
+
 def _children_by_scan(pid: int) -> list[int]:
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
+        fields = _stat_fields(name)
+        if fields and len(fields) > 1 and int(fields[1]) == pid:
             out.append(int(name))
     return out
 

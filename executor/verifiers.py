@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.offload import JUDGES
-from executor.reaper import NOBODY
+from executor.reaper import NOBODY, alive
 
 #: the reaper script every verifier command runs under
 REAPER = str(Path(__file__).with_name("reaper.py"))
@@ -64,19 +64,9 @@ def kill_all() -> None:
             os.kill(pid, signal.SIGTERM)
     t_end = time.monotonic() + REAPER_GRACE_S
     for pid, pgid in list(_REAPERS.items()):
-        while time.monotonic() < t_end and _alive(pid):
+        while time.monotonic() < t_end and alive(pid):
             time.sleep(0.01)
         _kill_group(pgid)
-
-
-def _alive(pid: int) -> bool:
-    """Is ``pid`` running (not gone, not a zombie)?"""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:][:1] != b"Z"
 
 
 async def run_command(argv: Sequence[str], answer: str, timeout_s: float) -> tuple[bool, str]:

@@ -93,31 +93,19 @@ def litellm_config(models: Mapping[str, str | tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class LiteLLMProxy:
-    """The LiteLLM proxy in a subprocess on a free 127.0.0.1 port, default settings, a fresh master key.
+class GatewayProcess:
+    """A gateway in a subprocess on a free 127.0.0.1 port, its output in ``<workdir>/<log_name>``: started by
+    the subclass (``self.proc``), waited for until ``health_path`` answers 200, stopped on exit."""
 
-    Raises :class:`RuntimeError` with the proxy's last log lines when it
-    exits or does not answer within ``start_timeout_s``.
-    """
+    name = "the gateway"
+    health_path = "/"
 
-    def __init__(self, models: Mapping[str, str | tuple[str, str]], workdir: Path, *, start_timeout_s: float = 180.0,
-                 extra_env: Mapping[str, str] | None = None) -> None:
-        self.workdir = Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.config = self.workdir / "litellm_config.yaml"
-        self.config.write_text(litellm_config(models))
-        self.key = "sk-mcpp-" + secrets.token_hex(16)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.log = self.workdir / "litellm.log"
-        env = {**os.environ, "LITELLM_MASTER_KEY": self.key,
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network fetch of the price map at start
-               **dict(extra_env or {})}
+    def _start(self, argv: list[str], workdir: Path, log_name: str, env: Mapping[str, str],
+               start_timeout_s: float) -> None:
+        self.log = workdir / log_name
         self._log = open(self.log, "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(self.config), "--host", "127.0.0.1",
-             "--port", str(self.port)], cwd=self.workdir, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(argv, cwd=workdir, env=dict(env), stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
         try:
             self._wait(start_timeout_s)
         except BaseException:
@@ -128,22 +116,18 @@ class LiteLLMProxy:
         t0 = time.monotonic()
         while time.monotonic() - t0 < limit_s:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the LiteLLM proxy exited ({self.proc.returncode}): {self.tail()}")
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}): {self.tail()}")
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health/liveliness", timeout=1.0).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{self.port}{self.health_path}", timeout=1.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"the LiteLLM proxy did not answer within {limit_s:g} s: {self.tail()}")
+        raise RuntimeError(f"{self.name} did not answer within {limit_s:g} s: {self.tail()}")
 
     def tail(self, n: int = 15) -> str:
         self._log.flush()
         return " | ".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -155,11 +139,41 @@ class LiteLLMProxy:
                 self.proc.wait()
         self._log.close()
 
-    def __enter__(self) -> LiteLLMProxy:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LiteLLMProxy(GatewayProcess):
+    """The LiteLLM proxy in a subprocess on a free 127.0.0.1 port, default settings, a fresh master key.
+
+    Raises :class:`RuntimeError` with the proxy's last log lines when it
+    exits or does not answer within ``start_timeout_s``.
+    """
+
+    name = "the LiteLLM proxy"
+    health_path = "/health/liveliness"
+
+    def __init__(self, models: Mapping[str, str | tuple[str, str]], workdir: Path, *, start_timeout_s: float = 180.0,
+                 extra_env: Mapping[str, str] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config = self.workdir / "litellm_config.yaml"
+        self.config.write_text(litellm_config(models))
+        self.key = "sk-mcpp-" + secrets.token_hex(16)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        env = {**os.environ, "LITELLM_MASTER_KEY": self.key,
+               "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network fetch of the price map at start
+               **dict(extra_env or {})}
+        self._start([sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(self.config), "--host",
+                     "127.0.0.1", "--port", str(self.port)], self.workdir, "litellm.log", env, start_timeout_s)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
 
 
 def gateway_endpoints(endpoints: Mapping[str, Any], proxy: LiteLLMProxy,
@@ -203,7 +217,7 @@ def portkey_gateway_missing() -> str | None:
     return None
 
 
-class PortkeyGateway:
+class PortkeyGateway(GatewayProcess):
     """The Portkey AI gateway (``node build/start-server.js --port=N --headless``) on a free port.
 
     It is configured per request (``x-portkey-config``: a JSON config with
@@ -213,54 +227,15 @@ class PortkeyGateway:
     exits or does not answer within ``start_timeout_s``.
     """
 
+    name = "the Portkey gateway"
+
     def __init__(self, workdir: Path, *, start_timeout_s: float = 60.0) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.log = self.workdir / "portkey.log"
-        self._log = open(self.log, "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(["node", str(portkey_entry()), f"--port={self.port}", "--headless"],
-                                     cwd=self.workdir, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env={**os.environ, "NODE_ENV": "production"})
-        try:
-            self._wait(start_timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait(self, limit_s: float) -> None:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < limit_s:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the Portkey gateway exited ({self.proc.returncode}): {self.tail()}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"the Portkey gateway did not answer within {limit_s:g} s: {self.tail()}")
-
-    def tail(self, n: int = 15) -> str:
-        self._log.flush()
-        return " | ".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-    def __enter__(self) -> PortkeyGateway:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._start(["node", str(portkey_entry()), f"--port={self.port}", "--headless"], self.workdir,
+                    "portkey.log", {**os.environ, "NODE_ENV": "production"}, start_timeout_s)
 
 
 #: the loopback world's key headers: Portkey drops unknown headers and the body's ``mcpp`` object, so its config

@@ -68,11 +68,18 @@ def test_a_gateway_timeout_after_the_upstream_billed_keeps_the_budget(cls):
         assert sum(world.bill.values()) > 0 and all(res.unbilled > 0 for res, _, _ in out)
 
 
-def test_an_outage_behind_a_retrying_gateway_is_named_provider_unavailable():
+def _two_sequential_runs(cls: str):
+    """Two ``sequential`` runs (budget 2 B, deadline 5 D) against one gateway class, promises checked: (runs,
+    world, B)."""
     pool, wf = workflow()
     B, D = nominal(wf)
-    out, world = hostile_runs(wf, pool, "sequential", 2 * B, 5 * D, range(2), classes=("gw_retry_500",))
+    out, world = hostile_runs(wf, pool, "sequential", 2 * B, 5 * D, range(2), classes=(cls,))
     check_promises(out, world, wf, 2 * B, 5 * D, 0.01)
+    return out, world, B
+
+
+def test_an_outage_behind_a_retrying_gateway_is_named_provider_unavailable():
+    out, world, B = _two_sequential_runs("gw_retry_500")
     for res, ev, _ in out:
         assert res.termination == "provider_unavailable", (res.termination, res.message)
         assert "gateway retries" in res.message and "upstream" in res.message
@@ -110,10 +117,7 @@ def test_tries_timing_out_behind_a_retrying_gateway_are_the_outage_not_a_missed_
 
 
 def test_a_gateway_that_retried_into_an_answer_shows_its_retries():
-    pool, wf = workflow()
-    B, D = nominal(wf)
-    out, world = hostile_runs(wf, pool, "sequential", 2 * B, 5 * D, range(2), classes=("gw_retried_ok",))
-    check_promises(out, world, wf, 2 * B, 5 * D, 0.01)
+    out, _, _ = _two_sequential_runs("gw_retried_ok")
     for res, ev, _ in out:
         assert res.success
         reqs = [e for e in ev if e["event"] == "request" and e["status"] == "ok"]

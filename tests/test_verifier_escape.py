@@ -18,6 +18,7 @@ import time
 from types import SimpleNamespace
 
 from executor import verifiers
+from executor.reaper import alive
 
 ESCAPE = """
 import os, time
@@ -42,11 +43,9 @@ def _alive_with(token: str) -> list[int]:
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmd = f.read()
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
         except OSError:
             continue
-        if token.encode() in cmd and stat[stat.rfind(b")") + 2:][:1] != b"Z":
+        if token.encode() in cmd and alive(name):
             out.append(int(name))
     return out
 
@@ -111,6 +110,7 @@ def test_interpreter_exit_ends_every_descendant(tmp_path):
     code = f"""
 import asyncio, time
 from executor import verifiers
+from executor.reaper import alive
 async def go():
     t = asyncio.ensure_future(verifiers.run_command({_argv(token)!r}, {ESCAPE.format(tail="time.sleep(120)")!r}, 60))
     await asyncio.sleep(3)
@@ -132,6 +132,7 @@ def test_a_killed_executor_leaves_nothing_behind():
     code = f"""
 import asyncio
 from executor import verifiers
+from executor.reaper import alive
 asyncio.run(verifiers.run_command({_argv(token)!r}, {ESCAPE.format(tail="time.sleep(120)")!r}, 60))
 """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
