@@ -1,8 +1,11 @@
 """The parent of one verifier command: it outlives every descendant of the command and ends them all.
 
-Run as ``python -I -S reaper.py PARENT_PID CPU_S DROP -- ARGV...`` by
+Run as ``python -I -S reaper.py PARENT_PID CPU_S DROP PRCTL -- ARGV...`` by
 :func:`executor.verifiers.run_command` (a standalone script: it imports
-nothing of the project, so it starts in milliseconds). Why a process of its
+nothing of the project, so it starts in milliseconds). ``PRCTL`` 1: it sets
+its own ``prctl`` flags (importing ``ctypes``, about 0.1 s on a loaded
+machine); 0: the executor set them before ``exec`` (:func:`become_reaper`,
+with the ``ctypes`` it has loaded already; both flags survive ``exec``). Why a process of its
 own: a command that double-forks and calls ``setsid()`` leaves its process
 group, so killing the group misses it; its orphans are re-parented to the
 nearest *child subreaper* above them, and this process is one
@@ -25,7 +28,6 @@ orphans would then escape to init.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import signal
@@ -40,12 +42,33 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 NOBODY = 65534
 
 
+_PRCTL = None
+
+
+def load_prctl():
+    """libc's ``prctl`` (None where there is none), looked up once: the executor does it at import, so the
+    forked child that becomes a reaper only calls it (no import, no lookup between ``fork`` and ``exec``)."""
+    global _PRCTL
+    if _PRCTL is None:
+        import ctypes
+
+        try:
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    return _PRCTL or None
+
+
 def _prctl(option: int, value: int) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    fn = load_prctl()
+    return fn is not None and fn(option, value, 0, 0, 0) == 0
+
+
+def become_reaper() -> None:
+    """In the reaper's process before ``exec`` (a ``preexec_fn``): SIGTERM when its parent dies, and a child
+    subreaper (both kept across ``exec``)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def _children(pid: int) -> list[int]:
@@ -160,7 +183,7 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def main(args: list[str]) -> int:
-    parent, cpu_s, drop = int(args[0]), int(args[1]), args[2] == "1"
+    parent, cpu_s, drop, own_prctl = int(args[0]), int(args[1]), args[2] == "1", args[3] == "1"
     argv = args[args.index("--") + 1:]
     if not argv:
         return 127
@@ -168,10 +191,10 @@ def main(args: list[str]) -> int:
     signal.signal(signal.SIGINT, _stop)
     status, pid = None, 0
     try:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the executor died before the line above
+        if own_prctl:
+            become_reaper()
+        if os.getppid() != parent:  # the executor died before its death signal was set
             return 128 + signal.SIGTERM
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
         prog = _which(argv[0])
         pid = os.fork()
         if pid == 0:

@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from executor.offload import JUDGES
-from executor.reaper import NOBODY, alive
+from executor.reaper import NOBODY, alive, become_reaper, load_prctl
 
 #: the reaper script every verifier command runs under
 REAPER = str(Path(__file__).with_name("reaper.py"))
+load_prctl()  # now, in the executor: its forked children set their reaper flags without importing anything
 
 #: the longest a regex may run on the event loop before it moves to a judge thread (a thread hop costs
 #: milliseconds under load: most matches take microseconds)
@@ -90,10 +91,10 @@ async def run_command(argv: Sequence[str], answer: str, timeout_s: float) -> tup
             os.chown(tmp, NOBODY, NOBODY)
         cpu = max(1, int(timeout_s) + 1)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", REAPER, str(os.getpid()), str(cpu), "1" if drop else "0", "--", *argv,
+            sys.executable, "-I", "-S", REAPER, str(os.getpid()), str(cpu), "1" if drop else "0", "0", "--", *argv,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL, cwd=tmp, env={"PATH": "/usr/bin:/bin", "HOME": tmp},
-            start_new_session=True)
+            start_new_session=True, preexec_fn=become_reaper)  # noqa: PLW1509
         _REAPERS[proc.pid] = proc.pid
         try:
             await asyncio.wait_for(proc.communicate(answer.encode("utf-8", "replace")), timeout_s)
