@@ -112,16 +112,32 @@ async def run_command(argv: Sequence[str], answer: str, timeout_s: float) -> tup
             if proc.returncode is None:  # the reaper ends the command and every descendant, then exits
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(asyncio.wait_for(proc.wait(), REAPER_GRACE_S))
-            _kill_group(proc.pid)  # the group never outlives the verdict (the fallback without a subreaper)
-            _REAPERS.pop(proc.pid, None)
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(proc.wait())
+                # the verdict (and the deadline) does not wait for it: its group is killed once it is done
+                task = asyncio.ensure_future(_after_reaper(proc))
+                _CLEANUPS.add(task)
+                task.add_done_callback(_CLEANUPS.discard)
+            else:
+                _kill_group(proc.pid)  # the group never outlives the verdict (the fallback without a subreaper)
+                _REAPERS.pop(proc.pid, None)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: reapers told to end, waited for in the background
+_CLEANUPS: set[asyncio.Task] = set()
+
+
+async def _after_reaper(proc: asyncio.subprocess.Process) -> None:
+    """Wait (at most :data:`REAPER_GRACE_S`) for a reaper told to end, then kill its process group. Cancelled
+    with its event loop, it leaves the reaper to finish alone (it has SIGTERM, and its parent's death sends it
+    another) and to :func:`kill_all` at exit."""
+    try:
+        await asyncio.wait_for(proc.wait(), REAPER_GRACE_S)
+    except TimeoutError:
+        pass
+    except asyncio.CancelledError:
+        return
+    _kill_group(proc.pid)
+    _REAPERS.pop(proc.pid, None)
 
 
 def _search(pattern: Any, text: str, timeout_s: float) -> bool:
