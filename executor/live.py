@@ -432,7 +432,7 @@ class LiveRun:
             if out_all:
                 reason, message = "provider_unavailable", f"every model is unavailable: {said} ({message})"
             elif said:
-                message = f"{message}; unavailable meanwhile: {said}"
+                message = f"{message}; failing meanwhile: {said}"
         makespan = min(self.elapsed(), self.deadline) if reason != "completed" else self.elapsed()
         success = reason == "completed"
         on_time = success and makespan <= self.deadline
@@ -909,7 +909,7 @@ class LiveRun:
         answer failed and one of them was an error answer a gateway said it retried upstream (a retry-count
         header): the tries that time out meanwhile are the gateway retrying the same upstream error (its
         backoff outlasts our timeout), and the run is ``provider_unavailable``, not a missed deadline."""
-        said, all_out, any_model = [], True, False
+        said, hints, all_out, any_model = [], [], True, False
         for v in range(self.n):
             if self.completed[v]:
                 continue
@@ -925,12 +925,18 @@ class LiveRun:
                 n, words = self.failing.get(m, (0, ""))
                 if n == 0 or not words:
                     all_out = False
+                    if n and self.endpoints[m].errors_may_bill:  # timeouts alone, behind a gateway that retries
+                        line = (f"model {m!r} ({self.endpoints[m].url}): {n} tries failed since its last answer and "
+                                f"none said why (behind a gateway that retries, an upstream outage looks like this: "
+                                f"its log says)")
+                        if line not in hints:
+                            hints.append(line)
                     continue
-                line = f"model {m!r} ({self.endpoints[m].url}): {n} failed tries since its last answer, last " \
-                       f"upstream error: {words}"
+                line = f"model {m!r} ({self.endpoints[m].url}): {n} failed tries (gateway retries included) since " \
+                       f"its last answer, last upstream error: {words}"
                 if line not in said:
                     said.append(line)
-        return any_model and all_out and bool(said), "; ".join(said)
+        return any_model and all_out and bool(said), "; ".join(said + hints)
 
     def end_batch(self, v: int) -> None:
         b = self.batches.pop(v, None)

@@ -122,3 +122,20 @@ def test_a_gateway_that_retried_into_an_answer_shows_its_retries():
         assert res.success
         reqs = [e for e in ev if e["event"] == "request" and e["status"] == "ok"]
         assert reqs and all(e["gateway_retries"] == 1 and e["faults"]["gateway_retried"] == 1 for e in reqs)
+
+
+def test_tries_that_only_time_out_behind_a_retrying_gateway_stay_a_missed_deadline_but_say_so():
+    """No answer ever said why: not named an outage (a slow upstream looks the same), but the message says it."""
+    from dataclasses import replace
+
+    pool, wf = workflow()
+    B, D = nominal(wf)
+
+    def gateway(eps):
+        return {m: replace(e, request_timeout_s=0.3, errors_may_bill=True) for m, e in eps.items()}
+
+    out, world = hostile_runs(wf, pool, "sequential", 20 * B, 1.5 * D, range(1), classes=("hang",),
+                              endpoints_edit=gateway)
+    check_promises(out, world, wf, 20 * B, 1.5 * D, 0.01)
+    res = out[0][0]
+    assert res.termination == "deadline_exhausted" and "none said why" in res.message, res.message
