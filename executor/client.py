@@ -165,7 +165,6 @@ def classify_error(status: int, raw: bytes, headers: Mapping[str, str], retrying
     retried = gateway_retries(headers)
     if retried:
         detail = f"{detail} (after {retried} gateway retr{'y' if retried == 1 else 'ies'})"
-    billing = error_billing(status, retrying_gateway=retrying_gateway, retries=retried)
     if status in TIMEOUT_STATUSES:
         kind = "gw_timeout"
     elif status == 429:
@@ -176,6 +175,8 @@ def classify_error(status: int, raw: bytes, headers: Mapping[str, str], retrying
         kind = "http_fatal"
     else:
         kind = "http_4xx"
+    billing = error_billing(status, retrying_gateway=retrying_gateway, retries=retried,
+                            permanent=kind == "http_fatal")
     return TryResult(kind, status_code=status, retry_after=retry if kind in ("http_429", "http_5xx", "gw_timeout")
                      else None, detail=detail, billing=billing, gateway_retries=retried)
 

@@ -53,13 +53,16 @@ def gateway_retries(headers: Mapping[str, str] | None) -> int | None:
     return best
 
 
-def error_billing(status: int, *, retrying_gateway: bool = False, retries: int | None = None) -> str:
+def error_billing(status: int, *, retrying_gateway: bool = False, retries: int | None = None,
+                  permanent: bool = False) -> str:
     """What a complete error answer of ``status`` does with the try's reservation: ``UNBILLED`` (possibly
     billed, kept) or ``RELEASED`` (a refusal, freed).
 
     ``retrying_gateway``: the endpoint is a gateway known to retry (its
     ``errors_may_bill``); ``retries``: the retries the answer says the
-    gateway made (:func:`gateway_retries`).
+    gateway made (:func:`gateway_retries`); ``permanent``: the answer reads
+    as a refusal of everything (a 429 out of quota or budget: nothing was
+    sent upstream).
 
     ======================================  =================
     answer class                            reservation
@@ -68,6 +71,7 @@ def error_billing(status: int, *, retrying_gateway: bool = False, retries: int |
     cancellation reported in between)
     5xx or 429 from a retrying gateway      possibly billed
     (configured, or retries > 0 said)
+    a 429 out of quota or budget            released
     any other 5xx or 429                    released
     any other 4xx                           released
     ======================================  =================
@@ -75,7 +79,7 @@ def error_billing(status: int, *, retrying_gateway: bool = False, retries: int |
     if status in TIMEOUT_STATUSES:
         return UNBILLED
     retried = retrying_gateway or (retries is not None and retries > 0)
-    if retried and (status >= 500 or status == 429):
+    if retried and (status >= 500 or (status == 429 and not permanent)):
         return UNBILLED
     return RELEASED
 

@@ -42,6 +42,13 @@ def test_the_bill_rule_per_answer_class(status, retrying, retries, expect):
     assert error_billing(status, retrying_gateway=retrying, retries=retries) == expect
 
 
+def test_a_gateways_own_budget_refusal_is_released():
+    """A 429 that reads as out of quota or budget (LiteLLM's 'crossed budget') sent nothing upstream."""
+    assert error_billing(429, retrying_gateway=True, retries=2, permanent=True) == RELEASED
+    r = classify_error(429, b'{"error": {"message": "model=x crossed budget"}}', {}, retrying_gateway=True)
+    assert r.kind == "http_fatal" and r.billing == RELEASED
+
+
 def test_retry_count_headers_are_read():
     assert gateway_retries({"x-portkey-retry-attempt-count": "2"}) == 2
     assert gateway_retries({"x-litellm-attempted-retries": "3"}) == 3
