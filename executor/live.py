@@ -463,10 +463,14 @@ class LiveRun:
         return "budget_exhausted", (f"the budget left ({self.available():.6g} of {self.budget:.6g}) cannot pay the "
                                     f"expected cost of any launch of node(s) {[self.node_ids[r] for r in self.ready()]}")
 
+    def method_uses(self, v: int, j: int) -> bool:
+        """Is model j on node v one of the method's (its models, or the node's legacy model), refused or not?"""
+        ok = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else bool(self.mask[j])
+        return ok and bool(self.wf.arr.available[v, j])
+
     def allowed(self, v: int, j: int) -> bool:
         """May the run still launch model j on node v (the method's models, not refused, its model not down)?"""
-        ok = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else bool(self.mask[j])
-        return ok and bool(self.plan_arr.available[v, j])
+        return self.method_uses(v, j) and bool(self.plan_arr.available[v, j])
 
     def stuck(self) -> tuple[str, str] | None:
         """(termination, message) when an unfinished node has no model left that could complete it."""
@@ -914,8 +918,7 @@ class LiveRun:
             if self.completed[v]:
                 continue
             for j, m in enumerate(self.wf.stats.model_ids):
-                if not self.wf.arr.available[v, j] or not ((j == int(self.wf.arr.legacy[v])) if self.legacy_only
-                                                           else bool(self.mask[j])):
+                if not self.method_uses(v, j):
                     continue
                 any_model = True
                 if m in self.down:
