@@ -71,6 +71,9 @@ def test_a_loop_held_by_work_on_it_slips_and_starvation_does_not_explain_it(monk
     assert res.wall_s > D * 0.01 + SLIP_SLACK_S
     assert end["slip"]["starvation_explains"] is False, end
     assert end["loop_lag_max_s"] > 0 or end["slip"]["why"].startswith("not starvation")
+    from executor.trace import summarize
+
+    assert summarize(tr.events)["deadline_slip"].startswith("not starvation")  # the summary says why
 
 
 STARVED = """
