@@ -5,7 +5,9 @@ Run as ``python -I -S reaper.py PARENT_PID CPU_S DROP PRCTL -- ARGV...`` by
 nothing of the project, so it starts in milliseconds). ``PRCTL`` 1: it sets
 its own ``prctl`` flags (importing ``ctypes``, about 0.1 s on a loaded
 machine); 0: the executor set them before ``exec`` (:func:`become_reaper`,
-with the ``ctypes`` it has loaded already; both flags survive ``exec``). Why a process of its
+with the ``ctypes`` it has loaded already; both flags survive ``exec``), and
+as root also gave it a PID namespace for its children, whose init is the
+command: when the command ends, the kernel ends everything left in it. Why a process of its
 own: a command that double-forks and calls ``setsid()`` leaves its process
 group, so killing the group misses it; its orphans are re-parented to the
 nearest *child subreaper* above them, and this process is one
@@ -42,33 +44,44 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 NOBODY = 65534
 
 
-_PRCTL = None
+CLONE_NEWPID = 0x20000000
+#: as root, also make the command the init of a PID namespace of its own (``become_reaper``)
+USE_PID_NAMESPACE = True
+_LIBC: dict[str, object] = {}
 
 
-def load_prctl():
-    """libc's ``prctl`` (None where there is none), looked up once: the executor does it at import, so the
-    forked child that becomes a reaper only calls it (no import, no lookup between ``fork`` and ``exec``)."""
-    global _PRCTL
-    if _PRCTL is None:
-        import ctypes
-
+def load_libc() -> dict[str, object]:
+    """libc's ``prctl`` and ``unshare`` (absent where there are none), looked up once: the executor does it at
+    import, so the forked child that becomes a reaper only calls them (no import between ``fork`` and ``exec``)."""
+    if not _LIBC:
+        _LIBC["loaded"] = True
         try:
-            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            _PRCTL = False
-    return _PRCTL or None
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            for name in ("prctl", "unshare"):
+                if hasattr(libc, name):
+                    _LIBC[name] = getattr(libc, name)
+        except (OSError, ImportError):
+            pass
+    return _LIBC
 
 
 def _prctl(option: int, value: int) -> bool:
-    fn = load_prctl()
+    fn = load_libc().get("prctl")
     return fn is not None and fn(option, value, 0, 0, 0) == 0
 
 
 def become_reaper() -> None:
-    """In the reaper's process before ``exec`` (a ``preexec_fn``): SIGTERM when its parent dies, and a child
-    subreaper (both kept across ``exec``)."""
+    """In the reaper's process before ``exec`` (a ``preexec_fn``): SIGTERM when its parent dies, a child
+    subreaper (both kept across ``exec``) and, as root, a new PID namespace for its children: the command it
+    forks is that namespace's init, and when the command ends the kernel kills every process left in it
+    (where it is refused, e.g. in a container without ``CAP_SYS_ADMIN``, the subreaper alone does it)."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    unshare = load_libc().get("unshare")
+    if USE_PID_NAMESPACE and unshare is not None and os.geteuid() == 0:
+        unshare(CLONE_NEWPID)
 
 
 def _children(pid: int) -> list[int]:

@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from executor.offload import JUDGES
-from executor.reaper import NOBODY, alive, become_reaper, load_prctl
+from executor.reaper import NOBODY, alive, become_reaper, load_libc
 
 #: the reaper script every verifier command runs under
 REAPER = str(Path(__file__).with_name("reaper.py"))
-load_prctl()  # now, in the executor: its forked children set their reaper flags without importing anything
+load_libc()  # now, in the executor: its forked children set their reaper flags without importing anything
 
 #: the longest a regex may run on the event loop before it moves to a judge thread (a thread hop costs
 #: milliseconds under load: most matches take microseconds)

@@ -6,7 +6,8 @@ calls ``setsid()``, so its grandchild leaves the process group the old code
 killed: 5 processes were alive after such a run. Each test names its
 processes by a token in their command line and finds none alive after the
 verdict: when the command exits, at its timeout, and when the run's deadline
-cancels the verdict.
+cancels the verdict; each with the PID namespace (as root) and with the
+subreaper alone.
 """
 
 from __future__ import annotations
@@ -17,8 +18,19 @@ import secrets
 import time
 from types import SimpleNamespace
 
-from executor import verifiers
+import pytest
+
+from executor import reaper, verifiers
 from executor.reaper import alive
+
+
+@pytest.fixture(autouse=True, params=["pid_namespace", "subreaper_only"])
+def containment(request, monkeypatch):
+    """Both ways a command is contained: as root a PID namespace whose init is the command (plus the
+    subreaper), and the subreaper alone (not root, or a container that refuses the namespace)."""
+    if request.param == "subreaper_only":
+        monkeypatch.setattr(reaper, "USE_PID_NAMESPACE", False)
+    return request.param
 
 ESCAPE = """
 import os, time
