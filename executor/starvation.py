@@ -56,24 +56,27 @@ class _LagMonitor:
     """One per event loop: a task that sleeps :data:`LAG_INTERVAL_S` and records how late it woke, for every
     open :class:`Watch`; it stops when no watch is open."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self) -> None:  # no reference to its loop: the loop's entry in _MONITORS goes with the loop
         self.watches: weakref.WeakSet[Watch] = weakref.WeakSet()
         self.task: asyncio.Task | None = None
 
-    def add(self, w: Watch) -> None:
-        self.watches.add(w)
+    def add(self, w: Watch, loop: asyncio.AbstractEventLoop) -> None:
+        self.watches.add(w)  # weakly: a run's watch leaves with it, and stops counting once closed
         if self.task is None or self.task.done():
-            self.task = self.loop.create_task(self._run())
+            self.task = loop.create_task(self._run())
 
     async def _run(self) -> None:
-        while self.watches:
-            t = self.loop.time()
-            await asyncio.sleep(LAG_INTERVAL_S)
-            lag = max(0.0, self.loop.time() - t - LAG_INTERVAL_S)
-            for w in list(self.watches):
-                if not w.closed and lag > w.max_lag_s:
-                    w.max_lag_s = lag
+        loop = asyncio.get_running_loop()
+        try:
+            while any(not w.closed for w in list(self.watches)):
+                t = loop.time()
+                await asyncio.sleep(LAG_INTERVAL_S)
+                lag = max(0.0, loop.time() - t - LAG_INTERVAL_S)
+                for w in list(self.watches):
+                    if not w.closed and lag > w.max_lag_s:
+                        w.max_lag_s = lag
+        finally:
+            self.task = None  # a finished task holds its loop: let the loop (and its entry) go
 
 
 def _r6(x: float | None) -> float | None:
@@ -117,9 +120,9 @@ def watch() -> Watch:
     loop = asyncio.get_running_loop()
     mon = _MONITORS.get(loop)
     if mon is None:
-        mon = _MONITORS[loop] = _LagMonitor(loop)
+        mon = _MONITORS[loop] = _LagMonitor()
     with contextlib.suppress(RuntimeError):
-        mon.add(w)
+        mon.add(w, loop)
     return w
 
 
