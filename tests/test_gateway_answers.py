@@ -117,10 +117,17 @@ def test_tries_timing_out_behind_a_retrying_gateway_are_the_outage_not_a_missed_
     out, world = hostile_runs(wf, pool, "sequential", 20 * B, 1.5 * D, range(2), schedule=schedule,
                               endpoints_edit=short, options=Options(backoff_base_s=0.01, down_after=down_after))
     check_promises(out, world, wf, 20 * B, 1.5 * D, 0.01)
+    named = 0
     for res, ev, _ in out:
         st = Counter(e["status"] for e in ev if e["event"] == "request")
+        if not any(e.get("gateway_retries") for e in ev if e["event"] == "request"):
+            # starved of CPU, the gateway's first answer may come after the 0.4 s deadline: nothing said why
+            assert ev[-1]["cpu_wait_s"] is None or ev[-1]["cpu_wait_s"] > 0.1, (ev[-1], st)
+            continue
         assert res.termination == "provider_unavailable", (res.termination, res.message, st)
         assert "last upstream error: HTTP 500" in res.message
+        named += 1
+    assert named or all(ev[-1].get("cpu_wait_s", 0) > 0.1 for _, ev, _ in out)
 
 
 def test_a_gateway_that_retried_into_an_answer_shows_its_retries():
