@@ -324,7 +324,7 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
 
 
 @compiled_only
-def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy):
+def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy, budget, horizon):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
     Every node neither completed nor busy (ready or in flight) still needs a
@@ -343,6 +343,8 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
         The member Seq-(m, k).
     busy : bool (n,)
         Node ready or in flight at the decision.
+    budget, horizon : float
+        The limits simulated (``dec.budget`` / ``dec.horizon``, or the prediction surface's).
 
     Returns
     -------
@@ -363,18 +365,40 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
     for r in range(ready.shape[0]):
         v = ready[r]
         first += act_count[r] * min_charge[v, act_model[r]]
-        if min_lat[v, act_model[r]] + child_tail[v, mem_model] > dec.horizon:
+        if min_lat[v, act_model[r]] + child_tail[v, mem_model] > horizon:
             return True, need0
-    if first + need0 > dec.budget:
+    if first + need0 > budget:
         return True, need0
     for q in range(dec.inf_node.shape[0]):
-        if dec.inf_end[q] + child_tail[dec.inf_node[q], mem_model] > dec.horizon:
+        if dec.inf_end[q] + child_tail[dec.inf_node[q], mem_model] > horizon:
             return True, need0
     return False, need0
 
 
 @compiled_only
-def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
+def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
+    """Whether some cell a pair can still change admits cost ``cost_lb`` and finishing time ``finish_lb``.
+
+    ``stair_b`` is increasing (the cells' budgets); ``stair_h[i, u]`` is the
+    largest horizon of the cells with budget >= ``stair_b[i]`` whose best
+    count is below ``u`` (-inf: none). Both are widened by the caller beyond
+    any rounding, so a simulation stopped here fails in every such cell.
+    """
+    lo = 0
+    hi = stair_b.shape[0]
+    while lo < hi:  # the first budget >= cost_lb
+        mid = (lo + hi) >> 1
+        if stair_b[mid] < cost_lb:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == stair_b.shape[0]:
+        return False
+    return stair_h[lo, level] >= finish_lb
+
+
+@compiled_only
+def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
     One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
@@ -408,7 +432,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         Simulation indices to run (keys ``fold(pair_key, s)``; successive
         halving runs a pair in several slices).
     rec_cost, rec_fin : float64 (s_hi - s_lo,) or (0,)
-        When not empty (the prediction surface, :func:`run_pairs_outcomes`):
+        When not empty (the prediction surface, :func:`simulator.surface.decide.decide_cells_kernel`):
         each winning simulation writes its total cost (summed launch by
         launch) and its finishing time there; the other entries are left
         as the caller filled them. Empty: nothing is recorded.
@@ -416,6 +440,14 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         Stop (returning -1) as soon as fewer than ``min_wins`` successes
         remain possible: the surface needs a pair only when it can beat a
         cell's best so far. 0 (the planner): never.
+    budget, horizon : float
+        The limits simulated: ``dec.budget`` and ``dec.horizon`` for the
+        planner; the prediction surface passes its largest open cell's.
+    stair_b, stair_h : float64 (nb,) and (nb, L) or empty
+        The prediction surface's staircase (:func:`_inside_stair`): a
+        simulation stops, a failure, once its cost so far plus ``need`` and
+        its earliest possible finishing time fit no cell that the pair can
+        still change. Empty (the planner): never.
 
     Returns
     -------
@@ -432,7 +464,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     ready, completed0, parents_done0 = dec.ready, dec.completed, dec.parents_done
     inf_node, inf_model, inf_end = dec.inf_node, dec.inf_model, dec.inf_end
     inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
-    budget, horizon, prune, max_steps = dec.budget, dec.horizon, dec.prune, dec.max_steps
+    prune, max_steps = dec.prune, dec.max_steps
     per_attempt = dec.per_attempt
     live, ceiling, unit, kappa = dec.live, dec.ceiling, dec.unit, arr.kappa
     act_model = dec.cand_model[c]  # (R,) the candidate's model per ready node
@@ -451,7 +483,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         busy[inf_node[q]] = True
     need0 = 0.0
     if prune:
-        fails, need0 = _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy)
+        fails, need0 = _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy, budget,
+                                          horizon)
         if fails:
             return 0
     # per-simulation state (scratch, reset at every simulation)
@@ -476,10 +509,19 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     # No inlined call below takes an array: each would cost an atomic
     # reference-count update per array and per call (see draw_flat).
     record = rec_cost.shape[0] > 0
+    stair = stair_b.shape[0] > 0
+    top_level = stair_h.shape[1] - 1 if stair else 0
+    tail0 = 0.0  # the surface: the earliest the DAG can complete after the batches in flight
+    for q in range(inf_node.shape[0]):
+        x = inf_end[q] + child_tail[inf_node[q], mem_model]
+        if x > tail0:
+            tail0 = x
     wins = 0
     for s_idx in range(s_lo, s_hi):
         if wins + (s_hi - s_idx) < min_wins:
             return -1
+        level = min(wins + (s_hi - s_idx), top_level)  # most successes the pair can still have
+        finish_lb = tail0  # a lower bound of the finishing time, raised at every launch
         sim_key = fold(pair_key, s_idx)
         n_completed = n_completed0
         for v in range(n):
@@ -600,6 +642,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                         if lat > end:
                             end = lat
                         sb = sb or sa
+                    if stair and alive and t + end + child_tail[u, mem_model] > finish_lb:
+                        finish_lb = t + end + child_tail[u, mem_model]
                     if not alive or (prune and t + end + child_tail[u, mem_model] > horizon):
                         alive = False
                         break
@@ -623,6 +667,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                 if launch:
                     n_wait = 0
                 if prune and budget_left < need:
+                    break
+                if stair and not _inside_stair(stair_b, stair_h, level, spent + need, finish_lb):
                     break
                 first = False
             if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)
@@ -705,20 +751,7 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threa
 def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
     """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
     none = np.empty(0, dtype=np.float64)
+    no_stair = np.empty((0, 0), dtype=np.float64)
     for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, 0)
-
-
-@njit(cache=True, nogil=True)
-def run_pairs_outcomes(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, out_cost, out_fin, min_wins):
-    """:func:`run_pairs_serial` that also records each winning simulation's (total cost, finishing time).
-
-    ``out_cost`` and ``out_fin`` are float64 (N, s_hi - s_lo); entries of
-    simulations that fail keep what the caller put there (``inf``); a pair
-    that cannot reach ``min_wins`` successes stops early with ``out_wins`` -1. What this
-    is for (one planner call deciding every (budget, deadline) cell at once)
-    and why it is exact: ``docs/surface.md``.
-    """
-    for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, out_cost[i], out_fin[i],
-                                min_wins)
+        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, 0, dec.budget,
+                                dec.horizon, none, no_stair)
