@@ -375,6 +375,12 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
     return False, need0
 
 
+@njit(cache=True, nogil=True)
+def pair_scratch(n):
+    """:func:`_run_pair`'s scratch arrays for an n-node DAG (int64 (8, n), float64 (2, n), bool (3, n))."""
+    return np.empty((8, n), dtype=np.int64), np.empty((2, n), dtype=np.float64), np.empty((3, n), dtype=np.bool_)
+
+
 @compiled_only
 def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     """Whether some cell a pair can still change admits cost ``cost_lb`` and finishing time ``finish_lb``.
@@ -398,7 +404,8 @@ def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
 
 
 @compiled_only
-def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h):
+def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h,
+              work_i, work_f, work_b):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
     One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
@@ -448,6 +455,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
         simulation stops, a failure, once its cost so far plus ``need`` and
         its earliest possible finishing time fit no cell that the pair can
         still change. Empty (the planner): never.
+    work_i, work_f, work_b : int64 (8, n), float64 (2, n), bool (3, n)
+        Scratch (:func:`pair_scratch`), overwritten.
 
     Returns
     -------
@@ -475,7 +484,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
 
     n = completed0.shape[0]
     R = ready.shape[0]
-    busy = np.empty(n, dtype=np.bool_)  # ready or in flight at the decision
+    # scratch from the caller (:func:`pair_scratch`): allocated once per batch of pairs, not per pair
+    busy = work_b[0]  # ready or in flight at the decision
     busy[:] = False
     for r in range(R):
         busy[ready[r]] = True
@@ -487,35 +497,46 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
                                           horizon)
         if fails:
             return 0
-    # per-simulation state (scratch, reset at every simulation)
-    completed = np.empty(n, dtype=np.bool_)
-    parents_done = np.empty(n, dtype=np.int64)
-    queue = np.empty(n, dtype=np.int64)  # nodes with a batch in flight (queue[:nq])
-    batch_end = np.empty(n, dtype=np.float64)  # end time of the node's batch in flight
-    batch_succ = np.empty(n, dtype=np.bool_)
-    batch_no = np.empty(n, dtype=np.int64)  # next batch number of the node (its key)
-    new_ready = np.empty(n, dtype=np.int64)
-    extra = np.empty(n, dtype=np.float64)  # live rules: what a batch in flight holds beyond its charges
-    sel_u = np.empty(n, dtype=np.int64)  # a decision's batches: node, model, count
-    sel_j = np.empty(n, dtype=np.int64)
-    sel_k = np.empty(n, dtype=np.int64)
+    tail0 = 0.0  # the earliest the DAG can complete after the batches in flight
+    for q in range(inf_node.shape[0]):
+        x = inf_end[q] + child_tail[inf_node[q], mem_model]
+        if x > tail0:
+            tail0 = x
+    stair = stair_b.shape[0] > 0
+    top_level = stair_h.shape[1] - 1 if stair else 0
+    if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
+        first_cost = need0
+        first_end = tail0
+        for r in range(R):
+            v = ready[r]
+            first_cost += act_count[r] * min_charge[v, act_model[r]]
+            x = min_lat[v, act_model[r]] + child_tail[v, mem_model]
+            if x > first_end:
+                first_end = x
+        if not _inside_stair(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end):
+            return 0
+    # per-simulation state (reset at every simulation)
+    completed = work_b[1]
+    batch_succ = work_b[2]
+    parents_done = work_i[0]
+    queue = work_i[1]  # nodes with a batch in flight (queue[:nq])
+    batch_no = work_i[2]  # next batch number of the node (its key)
+    new_ready = work_i[3]
+    sel_u = work_i[4]  # a decision's batches: node, model, count
+    sel_j = work_i[5]
+    sel_k = work_i[6]
+    n_par = work_i[7]
+    batch_end = work_f[0]  # end time of the node's batch in flight
+    extra = work_f[1]  # live rules: what a batch in flight holds beyond its charges
     n_completed0 = 0
     for v in range(n):
         if completed0[v]:
             n_completed0 += 1
-    n_par = np.empty(n, dtype=np.int64)
     for v in range(n):
         n_par[v] = parent_ptr[v + 1] - parent_ptr[v]
     # No inlined call below takes an array: each would cost an atomic
     # reference-count update per array and per call (see draw_flat).
     record = rec_cost.shape[0] > 0
-    stair = stair_b.shape[0] > 0
-    top_level = stair_h.shape[1] - 1 if stair else 0
-    tail0 = 0.0  # the surface: the earliest the DAG can complete after the batches in flight
-    for q in range(inf_node.shape[0]):
-        x = inf_end[q] + child_tail[inf_node[q], mem_model]
-        if x > tail0:
-            tail0 = x
     wins = 0
     for s_idx in range(s_lo, s_hi):
         if wins + (s_hi - s_idx) < min_wins:
@@ -752,6 +773,7 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
     """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
     none = np.empty(0, dtype=np.float64)
     no_stair = np.empty((0, 0), dtype=np.float64)
+    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
     for i in range(pair_cand.shape[0]):
         out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, 0, dec.budget,
-                                dec.horizon, none, no_stair)
+                                dec.horizon, none, no_stair, work_i, work_f, work_b)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.base.jit import njit
-from simulator.mcpp.kernel import _run_pair
+from simulator.mcpp.kernel import _run_pair, pair_scratch
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 #: relative band around a simulation's cost (finishing time) inside which a cell is re-simulated exactly
@@ -118,6 +118,7 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
     none = np.empty(0)
     no_stair = np.empty((0, 0))
     one = np.empty(0)
+    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
     lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
     for p in range(pair_c.shape[0]):
         if lowest >= M:
@@ -125,7 +126,7 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
         cost[:] = np.inf
         fin[:] = np.inf
         w = _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
-                      stair_h)
+                      stair_h, work_i, work_f, work_b)
         if w <= lowest:
             continue  # beats no cell (-1: stopped early)
         table[:, :] = 0
@@ -166,7 +167,7 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
                         continue  # failed, certainly too tight, or certainly counted by the table
                     c += _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i], hvals[j],
-                                   none, no_stair)
+                                   none, no_stair, work_i, work_f, work_b)
             if c > best_w[k]:
                 best_w[k] = c
                 best_p[k] = p
