@@ -376,9 +376,10 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
 
 
 @njit(cache=True, nogil=True)
-def pair_scratch(n):
-    """:func:`_run_pair`'s scratch arrays for an n-node DAG (int64 (8, n), float64 (2, n), bool (3, n))."""
-    return np.empty((8, n), dtype=np.int64), np.empty((2, n), dtype=np.float64), np.empty((3, n), dtype=np.bool_)
+def pair_scratch(n, K=0):
+    """:func:`_run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
+    return (np.empty((9, max(n, K)), dtype=np.int64), np.empty((2, n), dtype=np.float64),
+            np.empty((3, n), dtype=np.bool_))  # fmt: skip
 
 
 @compiled_only
@@ -404,8 +405,38 @@ def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
 
 
 @compiled_only
+def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
+    """The largest budget and horizon a simulation can still use (:func:`_inside_stair`'s cells; -inf: none).
+
+    Budget: the largest of the cells whose horizon admits ``finish_lb``;
+    horizon: the largest of the cells whose budget admits ``cost_lb``. A
+    batch beyond either fails in every such cell.
+    """
+    nb = stair_b.shape[0]
+    lo = 0
+    hi = nb
+    while lo < hi:  # the first budget >= cost_lb
+        mid = (lo + hi) >> 1
+        if stair_b[mid] < cost_lb:
+            lo = mid + 1
+        else:
+            hi = mid
+    cap_h = stair_h[lo, level] if lo < nb else -np.inf
+    lo = 0
+    hi = nb
+    while lo < hi:  # the first budget whose cells all end before finish_lb (stair_h[:, level] never increases)
+        mid = (lo + hi) >> 1
+        if stair_h[mid, level] >= finish_lb:
+            lo = mid + 1
+        else:
+            hi = mid
+    cap_b = stair_b[lo - 1] if lo > 0 else -np.inf
+    return cap_b, cap_h
+
+
+@compiled_only
 def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h,
-              work_i, work_f, work_b):
+              cell_b, cell_h, cell_best, work_i, work_f, work_b):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
     One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
@@ -454,8 +485,15 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
         The prediction surface's staircase (:func:`_inside_stair`): a
         simulation stops, a failure, once its cost so far plus ``need`` and
         its earliest possible finishing time fit no cell that the pair can
-        still change. Empty (the planner): never.
-    work_i, work_f, work_b : int64 (8, n), float64 (2, n), bool (3, n)
+        still change; each batch is held to the largest budget and horizon
+        such cells allow (:func:`_stair_caps`). Atomic launches only (not
+        ``per_attempt``, not ``live``). Empty (the planner): never.
+    cell_b, cell_h : float64 (K,); cell_best : int64 (K,)
+        The prediction surface's cells (limits widened like the staircase's)
+        and their best counts so far: the pair stops (-1) once no cell can
+        reach more than its best, counting each success in every cell that
+        may admit it. Empty: only ``min_wins``.
+    work_i, work_f, work_b : int64 (8 + K, max(n, K)), float64 (2, n), bool (3, n)
         Scratch (:func:`pair_scratch`), overwritten.
 
     Returns
@@ -537,10 +575,19 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
     # No inlined call below takes an array: each would cost an atomic
     # reference-count update per array and per call (see draw_flat).
     record = rec_cost.shape[0] > 0
+    K = cell_b.shape[0]
+    cell_cnt = work_i[8]  # per cell: successes so far that it may admit
+    slack = -(1 << 62)  # the largest (count - best) over the cells
+    for k in range(K):
+        cell_cnt[k] = 0
+        if -cell_best[k] > slack:
+            slack = -cell_best[k]
     wins = 0
     for s_idx in range(s_lo, s_hi):
         if wins + (s_hi - s_idx) < min_wins:
             return -1
+        if K > 0 and slack + (s_hi - s_idx) <= 0:
+            return -1  # no cell can get more than its best
         level = min(wins + (s_hi - s_idx), top_level)  # most successes the pair can still have
         finish_lb = tail0  # a lower bound of the finishing time, raised at every launch
         sim_key = fold(pair_key, s_idx)
@@ -617,6 +664,12 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
                     k = sel_k[r]
                     res = 0.0
                     room_b = budget_left - cost
+                    if stair:  # the surface: only the limits of the cells the pair can still change
+                        cap_b, cap_h = _stair_caps(stair_b, stair_h, level, spent + cost + need, finish_lb)
+                        if cap_b - spent - cost < room_b:
+                            room_b = cap_b - spent - cost
+                        if cap_h - t < room_t:
+                            room_t = cap_h - t
                     if live:
                         res = atomic_reservation(kappa[u, j], expected, budget_left, ceiling[u, j], unit)
                     # draw a batch of k attempts of u with model j (see draw_flat): not feasible when
@@ -697,6 +750,11 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
                 if record:
                     rec_cost[s_idx - s_lo] = spent
                     rec_fin[s_idx - s_lo] = t
+                for k in range(K):
+                    if cell_b[k] >= spent and cell_h[k] >= t:
+                        cell_cnt[k] += 1
+                        if cell_cnt[k] - cell_best[k] > slack:
+                            slack = cell_cnt[k] - cell_best[k]
                 break
             if t >= horizon:
                 break
@@ -773,7 +831,8 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
     """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
     none = np.empty(0, dtype=np.float64)
     no_stair = np.empty((0, 0), dtype=np.float64)
+    no_cells = np.empty(0, dtype=np.int64)
     work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
     for i in range(pair_cand.shape[0]):
         out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, 0, dec.budget,
-                                dec.horizon, none, no_stair, work_i, work_f, work_b)
+                                dec.horizon, none, no_stair, none, none, no_cells, work_i, work_f, work_b)

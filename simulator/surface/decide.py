@@ -27,6 +27,8 @@ from simulator.mcpp.policy import MCPortfolioPolicy
 TOL = 1e-9
 #: relative widening of the cells' limits in the kernel's staircase (far beyond any rounding; only stops less)
 STAIR_WIDEN = 1e-7
+#: most cells whose counts the kernel keeps per simulation to stop a pair early (each success costs a pass over them)
+TRACK_CELLS = 1024
 
 
 @njit(cache=True, nogil=True)
@@ -118,7 +120,15 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
     none = np.empty(0)
     no_stair = np.empty((0, 0))
     one = np.empty(0)
-    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
+    track = K <= TRACK_CELLS
+    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0], K if track else 0)
+    cell_b = np.empty(K if track else 0)
+    cell_h = np.empty(K if track else 0)
+    for k in range(cell_b.shape[0]):
+        cell_b[k] = bvals[cell_i[k]] * (1.0 + STAIR_WIDEN)
+        cell_h[k] = hvals[cell_j[k]] * (1.0 + STAIR_WIDEN)
+    no_cells = np.empty(0, dtype=np.int64)
+    cell_best = best_w if track else no_cells
     lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
     for p in range(pair_c.shape[0]):
         if lowest >= M:
@@ -126,7 +136,7 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
         cost[:] = np.inf
         fin[:] = np.inf
         w = _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
-                      stair_h, work_i, work_f, work_b)
+                      stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
         if w <= lowest:
             continue  # beats no cell (-1: stopped early)
         table[:, :] = 0
@@ -167,7 +177,7 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
                         continue  # failed, certainly too tight, or certainly counted by the table
                     c += _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i], hvals[j],
-                                   none, no_stair, work_i, work_f, work_b)
+                                   none, no_stair, none, none, no_cells, work_i, work_f, work_b)
             if c > best_w[k]:
                 best_w[k] = c
                 best_p[k] = p
