@@ -91,7 +91,7 @@ def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
 
 
 @njit(cache=True, nogil=True)
-def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_i, cell_j, best_w, best_p):
+def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_i, cell_j, best_w, best_p, track):
     """Every cell's first strictly best pair, the pairs simulated in (candidate, member) order.
 
     Cell k has budget ``bvals[cell_i[k]]`` and horizon ``hvals[cell_j[k]]``
@@ -102,7 +102,9 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
     change (the staircase); each success's (cost, finishing time) then
     counts in every cell that certainly admits it (a 2-D running sum over the
     axes), and the (simulation, cell) pairs within a relative ``TOL`` of a
-    limit are simulated again with the cell's own limits. Updates ``best_w``
+    limit are simulated again with the cell's own limits. With ``track``,
+    the kernel also counts each pair's successes per cell, to stop a pair as
+    soon as no cell can get more than its best. Updates ``best_w``
     (successes of the best pair, 0: none) and ``best_p`` (its pair index).
     """
     nb = bvals.shape[0]
@@ -120,7 +122,6 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
     none = np.empty(0)
     no_stair = np.empty((0, 0))
     one = np.empty(0)
-    track = K <= TRACK_CELLS
     work_i, work_f, work_b = pair_scratch(dec.completed.shape[0], K if track else 0)
     cell_b = np.empty(K if track else 0)
     cell_h = np.empty(K if track else 0)
@@ -210,6 +211,6 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     best_w = np.zeros(K, dtype=np.int64)
     best_p = np.zeros(K, dtype=np.int64)
     decide_cells_kernel(tb.arr, tb.bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_i.astype(np.int64),
-                        cell_j.astype(np.int64), best_w, best_p)  # fmt: skip
+                        cell_j.astype(np.int64), best_w, best_p, K <= TRACK_CELLS)  # fmt: skip
     cand = np.where(best_w > 0, pair_c[best_p], 0)
     return cand, cand_model, cand_count, dec.ready
