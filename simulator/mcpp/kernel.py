@@ -795,7 +795,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, 
     return wins
 
 
-def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threads=None) -> None:
+def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threads=None, beat_best=False) -> None:
     """Simulations s_lo..s_hi-1 of every listed (candidate, member) pair, over threads.
 
     The key of a simulation folds into ``dec.key`` the candidate (or
@@ -818,21 +818,35 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threa
         Output: ``out_wins[i]`` = successful simulations of pair i.
     threads : int, optional
         Threads to use (default: numba's thread setting, :func:`simulator.base.threads.thread_count`).
+    beat_best : bool
+        Only the first strict maximum is wanted (:func:`run_pairs_serial`).
     """
 
     def chunk(lo: int, hi: int) -> None:
-        run_pairs_serial(arr, bounds, dec, pair_cand[lo:hi], pair_mem[lo:hi], s_lo, s_hi, out_wins[lo:hi])
+        run_pairs_serial(arr, bounds, dec, pair_cand[lo:hi], pair_mem[lo:hi], s_lo, s_hi, out_wins[lo:hi], beat_best)
 
     run_chunked(chunk, pair_cand.shape[0], threads)
 
 
 @njit(cache=True, nogil=True)
-def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
-    """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
+def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, beat_best):
+    """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads).
+
+    With ``beat_best`` (and ``dec.prune``) only the first strict maximum of
+    the wins matters (the faithful and ``crn`` planners' argmax): a pair
+    stops as soon as it cannot beat the best pair before it in this call,
+    and gets -1. Exact: its count is at most that best, so it is not the
+    first strict maximum, and the maximum's index and count are unchanged.
+    """
     none = np.empty(0, dtype=np.float64)
     no_stair = np.empty((0, 0), dtype=np.float64)
     no_cells = np.empty(0, dtype=np.int64)
     work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
+    best = -1
+    prune_best = beat_best and dec.prune
     for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, 0, dec.budget,
-                                dec.horizon, none, no_stair, none, none, no_cells, work_i, work_f, work_b)
+        w = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, best + 1 if prune_best else 0,
+                      dec.budget, dec.horizon, none, no_stair, none, none, no_cells, work_i, work_f, work_b)
+        out_wins[i] = w
+        if w > best:
+            best = w
