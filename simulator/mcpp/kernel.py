@@ -383,6 +383,20 @@ def pair_scratch(n, K=0):
 
 
 @compiled_only
+def first_at_least(vals, x):
+    """The first index of the increasing ``vals`` whose value is >= x (``len(vals)``: none)."""
+    lo = 0
+    hi = vals.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if vals[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@compiled_only
 def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     """Whether some cell a pair can still change admits cost ``cost_lb`` and finishing time ``finish_lb``.
 
@@ -391,17 +405,8 @@ def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     count is below ``u`` (-inf: none). Both are widened by the caller beyond
     any rounding, so a simulation stopped here fails in every such cell.
     """
-    lo = 0
-    hi = stair_b.shape[0]
-    while lo < hi:  # the first budget >= cost_lb
-        mid = (lo + hi) >> 1
-        if stair_b[mid] < cost_lb:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo == stair_b.shape[0]:
-        return False
-    return stair_h[lo, level] >= finish_lb
+    i = first_at_least(stair_b, cost_lb)
+    return i < stair_b.shape[0] and stair_h[i, level] >= finish_lb
 
 
 @compiled_only
@@ -413,15 +418,8 @@ def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
     batch beyond either fails in every such cell.
     """
     nb = stair_b.shape[0]
-    lo = 0
-    hi = nb
-    while lo < hi:  # the first budget >= cost_lb
-        mid = (lo + hi) >> 1
-        if stair_b[mid] < cost_lb:
-            lo = mid + 1
-        else:
-            hi = mid
-    cap_h = stair_h[lo, level] if lo < nb else -np.inf
+    i = first_at_least(stair_b, cost_lb)
+    cap_h = stair_h[i, level] if i < nb else -np.inf
     lo = 0
     hi = nb
     while lo < hi:  # the first budget whose cells all end before finish_lb (stair_h[:, level] never increases)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.base.jit import njit
-from simulator.mcpp.kernel import _run_pair, pair_scratch
+from simulator.mcpp.kernel import _run_pair, first_at_least, pair_scratch
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 #: relative band around a simulation's cost (finishing time) inside which a cell is re-simulated exactly
@@ -29,20 +29,6 @@ TOL = 1e-9
 STAIR_WIDEN = 1e-7
 #: most cells whose counts the kernel keeps per simulation to stop a pair early (each success costs a pass over them)
 TRACK_CELLS = 1024
-
-
-@njit(cache=True, nogil=True)
-def _first_at_least(vals, x):
-    """The first index of the increasing ``vals`` whose value is >= x (len(vals): none)."""
-    lo = 0
-    hi = vals.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if vals[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @njit(cache=True, nogil=True)
@@ -149,10 +135,10 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
                 ib_lo[s] = nb
                 jh_lo[s] = nh
                 continue
-            ib[s] = _first_at_least(bvals, cost[s] * (1.0 + TOL))
-            ib_lo[s] = _first_at_least(bvals, cost[s] * (1.0 - TOL))
-            jh[s] = _first_at_least(hvals, fin[s] * (1.0 + TOL))
-            jh_lo[s] = _first_at_least(hvals, fin[s] * (1.0 - TOL))
+            ib[s] = first_at_least(bvals, cost[s] * (1.0 + TOL))
+            ib_lo[s] = first_at_least(bvals, cost[s] * (1.0 - TOL))
+            jh[s] = first_at_least(hvals, fin[s] * (1.0 + TOL))
+            jh_lo[s] = first_at_least(hvals, fin[s] * (1.0 - TOL))
             table[ib[s], jh[s]] += 1
             if ib_lo[s] < ib[s] or jh_lo[s] < jh[s]:
                 uncertain = True
