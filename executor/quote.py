@@ -25,7 +25,6 @@ rate found and where.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from executor.inputs import live_cost_mode, load_dag
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.scoring import wilson_interval
 from simulator.base.settings import check_seed
@@ -136,10 +136,10 @@ def format_quote(q: Quote, unit: str) -> str:
 
 
 def cmd_quote(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor quote",
+    ap = cliargs.ArgumentParser(prog="python -m executor quote",
                                  description="The cheapest budget at which a method finishes on time with a target "
                                              "probability (simulated whole episodes).")
-    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
+    ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
     ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
     d = ap.add_mutually_exclusive_group(required=True)
     d.add_argument("--deadline", help="deadline in model seconds")

@@ -9,10 +9,10 @@ analyze, report, claims, paper, surface, surface-serve, help. Settings come from
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, UserError
 
 from . import variables
@@ -441,11 +441,11 @@ def main(argv: list[str] | None = None) -> int:
     if action not in ACTIONS:
         print(f"error: unknown action {action!r}\n\n" + _help(), file=sys.stderr)
         return 2
-    ap = argparse.ArgumentParser(prog=f"run_experiment.sh {action}", add_help=True)
+    ap = cliargs.ArgumentParser(prog=f"run_experiment.sh {action}", add_help=True)
     if action in ("shard", "task"):
         ap.add_argument("n", type=int, nargs="?", help="shard number (0-based line of jobs_list.txt)")
     if action == "claims":
-        ap.add_argument("runs", nargs="*", help="run names (under RESULTS_ROOT) or run directories")
+        ap.add_argument("runs", type=cliargs.input_path("any"), nargs="*", help="run names (under RESULTS_ROOT) or run directories")
     ap.add_argument("--dry-run", action="store_true", help="paper: list the runs, run nothing")
     ap.add_argument("--force", action="store_true", help="prepare: replace a different configuration")
     ap.add_argument("--no-prepare", action="store_true", help="local/slurm: use the prepared run as is")
@@ -455,7 +455,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retry-failed", action="store_true", help="resume: make failed shards pending again")
     ap.add_argument("--stale-seconds", default=None, help="resume: heartbeat age threshold (s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="status: list every shard")
-    args = ap.parse_args(argv[1:])
+    try:
+        args = ap.parse_args(argv[1:])
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     missing = missing_requirement()
     if missing:
         print(f"error: {install_hint(missing)}", file=sys.stderr)

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json, atomic_write_text
 
@@ -202,19 +203,23 @@ def describe(cfg: RunConfig, record: dict, rd: RunDir, n_done: int) -> str:
 
 
 def main_prepare(argv: list[str] | None = None) -> int:
-    import argparse
 
     from .cli_util import run_cli
 
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="gen_jobs.py",
         description="Validate the harness settings (environment variables of docs/harness.md), expand the "
         "(budget, deadline) grid and write <run>/jobs_list.txt and <run>/run.json.",
     )
     ap.add_argument("--force", action="store_true", help="replace a different configuration (old run archived)")
     ap.add_argument("--quiet", action="store_true", help="print nothing on success")
-    args = ap.parse_args(argv)
-    return run_cli(lambda: prepare(force=args.force, quiet=args.quiet) and 0)
+
+    def go() -> int:
+        args = ap.parse_args(argv)
+        prepare(force=args.force, quiet=args.quiet)
+        return 0
+
+    return run_cli(go)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import loads_fast
 from simulator.engine.registry import split_method_list
@@ -268,9 +269,9 @@ class ShardSpec:
 def add_shard_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``run_shard.py`` (the job line)."""
     p.add_argument("--shard", type=int, default=0, help="shard number (for messages and progress)")
-    p.add_argument("--pool", required=True, help="execution pool (JSONL)")
+    p.add_argument("--pool", type=cliargs.input_path(), required=True, help="execution pool (JSONL)")
     p.add_argument("--pool-sha256", default="", help="refuse to run if the pool file changed since prepare")
-    p.add_argument("--out-dir", required=True, help="outputs root: <out-dir>/<group>/dag_<row>.jsonl")
+    p.add_argument("--out-dir", type=cliargs.output_path("dir"), required=True, help="outputs root: <out-dir>/<group>/dag_<row>.jsonl")
     p.add_argument("--budget-group", required=True, help="budget group key (e.g. b00)")
     p.add_argument("--budget", required=True, help="ratio:X (x nominal budget) or absolute:X")
     p.add_argument("--deadlines", required=True, help="comma list of ratio:X / absolute:X (inf allowed)")
@@ -287,8 +288,8 @@ def add_shard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--planning", default=None, help="JSON of RunSettings.planning (robustness)")
     p.add_argument("--further-params", default=None, help="JSON of the resolved LOADER / Chernoff parameters")
     p.add_argument("--execution-rules", default="published", choices=("published", "atomic", "per_attempt", "live"))
-    p.add_argument("--progress-file", default=None, help="JSON progress for the orchestrator (not a result)")
-    p.add_argument("--pool-index", default=None, help="the run's pool index (prepare): read only this shard's rows")
+    p.add_argument("--progress-file", type=cliargs.output_path(), default=None, help="JSON progress for the orchestrator (not a result)")
+    p.add_argument("--pool-index", type=cliargs.input_path(), default=None, help="the run's pool index (prepare): read only this shard's rows")
 
 
 def _json_arg(text: str | None, what: str):

@@ -215,7 +215,7 @@ def test_predict_out_naming_a_file_is_refused_before_work(tmp_path):
     f.write_text("x")
     r = run(*PREDICT, "--budgets", "8000", "--deadlines", "60", "--out", str(f))
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert f"--out (flag): '{f}' is a file, expected a directory" in r.stderr
+    assert f"--out '{f}': is a file, expected a directory" in r.stderr
     r = run(*PREDICT, "--budgets", "8000", "--deadlines", "60", "--out", str(f / "sub"))
     assert r.returncode == 2 and "is not a directory" in r.stderr and "Traceback" not in r.stderr
 

@@ -93,7 +93,7 @@ def _comp_copy(tmp_path) -> Path:
 SAMPLE_CASES = [
     (["--n", "1", "--out", "{src}"], ["--out", "is the input"]),
     (["--n", "1", "--out", "{tmp}/o.json", "--indices-out", "{src}"], ["--indices-out", "is the input"]),
-    (["--n", "1", "--out", "{tmp}/o.json", "--indices-out", "{tmp}/o.json"], ["--indices-out", "is the input"]),
+    (["--n", "1", "--out", "{tmp}/o.json", "--indices-out", "{tmp}/o.json"], ["--indices-out", "is also --out"]),
     (["--indices", "{tmp}/idx.json", "--out", "{tmp}/idx.json"], ["--out", "is the input"]),
     (["--n", "1", "--seed", "-5", "--out", "{tmp}/o.json"], ["--seed", ">= 0", "-5"]),
     (["--n", "1", "--out", "{tmp}"], ["--out", "is a directory"]),
@@ -134,7 +134,7 @@ def _sub(data, k=0):
 TO_POOL_CASES = [
     ("judged", ["--out", "{src}"], ["--out", "is the input"]),
     ("judged", ["--out", "{tmp}/p.jsonl", "--index-out", "{src}"], ["--index-out", "is the input"]),
-    ("judged", ["--out", "{tmp}/p.jsonl", "--index-out", "{tmp}/p.jsonl"], ["--index-out", "is the input"]),
+    ("judged", ["--out", "{tmp}/p.jsonl", "--index-out", "{tmp}/p.jsonl"], ["--index-out", "is also --out"]),
     (lambda d: _sub(d).update(name=""), ["--out", "{tmp}/p.jsonl"], ["subproblem #0", "empty 'name'"]),
     (lambda d: _sub(d).update(rollout_records="abc"), ["--out", "{tmp}/p.jsonl"],
      ["rollout_records", "a list"]),
@@ -421,3 +421,95 @@ def test_local_no_prepare_after_the_pool_changed_is_one_line(tmp_path):
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and "the pool changed" in lines[0], (action, r.stderr)
     assert not os.path.exists(os.path.join(tmp_path, "runs", "t", "state", "s00000.failures"))
+
+
+# ----------------------------------------------------------------------------- every door (issue 44)
+# Each row: (module, main, arguments, words of the one error line). {tmp} holds pool.jsonl (the example pool),
+# data.json, lib.csv, file.txt and in/ (a folder of inputs holding r.json); nothing under it may change.
+
+DOOR_CASES = [
+    # outputs that destroyed an input or each other
+    ("poolbuild.build_loader", "main", ["{tmp}/in", "--out", "{tmp}/p.jsonl", "--index-out", "{tmp}/p.jsonl"],
+     ["--index-out", "is also --out"]),
+    ("poolbuild.build_loader", "main", ["{tmp}/in", "--out", "{tmp}/p.jsonl", "--summary-out", "{tmp}/p.jsonl"],
+     ["--summary-out", "is also --out"]),
+    ("poolbuild.build_loader", "main", ["{tmp}/in", "--out", "{tmp}/in/r.json"], ["--out", "inside the input folder"]),
+    ("poolbuild.build_loader", "main", ["{tmp}/in", "--out", "{tmp}/in/pool.jsonl"],
+     ["--out", "inside the input folder"]),
+    ("poolbuild.build_aligned", "main", ["--pool", "m={tmp}/in/r.json", "--out-dir", "{tmp}/in"],
+     ["--out-dir", "folder of the input --pool"]),
+    ("poolbuild.build_aligned", "main", ["--rollout-root", "{tmp}/in", "--out-dir", "{tmp}/in"],
+     ["--out-dir", "is the input --rollout-root"]),
+    ("poolbuild.synthetic", "main", ["--topology", "chain", "--template-csv", "{tmp}/lib.csv", "--out",
+                                     "{tmp}/lib.csv"], ["--out", "is the input --template-csv"]),
+    ("ProofFlow.convert_proofflow_pickle_to_dag_pool", "main", ["{tmp}/data.json", "--out", "{tmp}/data.json"],
+     ["--out", "is the input"]),
+    ("ProofFlow.convert_proofflow_pickle_to_dag_pool", "main", ["{tmp}/in", "--out", "{tmp}/in/p.jsonl"],
+     ["--out", "inside the input folder"]),
+    ("executor.hostile", "main", ["--pool", "{tmp}/pool.jsonl", "--record", "{tmp}/pool.jsonl"],
+     ["--record", "is the input --pool"]),
+    ("executor.hostile", "main", ["--pool", "{tmp}/pool.jsonl", "--write-endpoints", "{tmp}/pool.jsonl"],
+     ["--write-endpoints", "is the input --pool"]),
+    ("executor.hostile", "main", ["--pool", "{tmp}/pool.jsonl", "--write-endpoints", "{tmp}/e.toml", "--record",
+                                  "{tmp}/e.toml"], ["--record", "is also --write-endpoints"]),
+    ("simulator.cli.main", "main", ["calibrate", "--pool", "{tmp}/pool.jsonl", "--budget-ratios", "1",
+                                    "--deadline-ratios", "1", "--plot", "{tmp}/pool.jsonl"],
+     ["--plot", "is the input --pool"]),
+    ("run_shard", "main", ["--pool", "{tmp}/pool.jsonl", "--out-dir", "{tmp}/out", "--progress-file",
+                           "{tmp}/pool.jsonl", "--budget-group", "b00", "--budget", "ratio:1", "--deadlines",
+                           "ratio:1", "--dags", "0", "--trials", "1", "--seed", "0", "--cost-mode", "token_cost_mean",
+                           "--latency-dist", "lognormal", "--methods", "sequential"],
+     ["--progress-file", "is the input --pool"]),
+    ("run_shard", "main", ["--pool", "{tmp}/in/r.json", "--out-dir", "{tmp}/in", "--budget-group", "b00",
+                           "--budget", "ratio:1", "--deadlines", "ratio:1", "--dags", "0", "--trials", "1", "--seed",
+                           "0", "--cost-mode", "token_cost_mean", "--latency-dist", "lognormal", "--methods",
+                           "sequential"], ["--out-dir", "folder of the input --pool"]),
+    ("codeflow.generate_rollouts", "main", ["--model", "m", "--dry-run", "--split", "comp", "--dataset",
+                                            "{tmp}/data.json", "--out-dir", "{tmp}/o", "--journal",
+                                            "{tmp}/data.json"], ["--journal", "is the input --dataset"]),
+    ("codeflow.generate_rollouts", "main", ["--model", "m", "--dry-run", "--out-dir", "{tmp}/o", "--journal",
+                                            "{repo_dataset}"], ["--journal", "is the input --dataset"]),
+    ("codeflow.generate_rollouts", "main", ["--model", "m", "--dry-run", "--out-dir", "{tmp}/file.txt"],
+     ["--out-dir", "is a file"]),
+    ("executor.cli", "main", ["demo", "--trace-dir", "{tmp}/file.txt"], ["--trace-dir", "is a file"]),
+    ("simulator.cli.main", "main", ["predict", "--pool", "{tmp}/in/r.json", "--out", "{tmp}/in", "--budgets", "1",
+                                    "--deadlines", "1"], ["--out", "folder of the input --pool"]),
+    # numbers at the door
+    ("codeflow.generate_rollouts", "main", ["--model", "m", "--dry-run", "--out-dir", "{tmp}/o", "--test-timeout",
+                                            "nan"], ["--test-timeout", "finite number > 0", "nan"]),
+    ("codeflow.generate_rollouts", "main", ["--model", "m", "--dry-run", "--out-dir", "{tmp}/o", "--memory-mb",
+                                            "-5"], ["--memory-mb", ">= 1", "-5"]),
+    ("executor.cli", "main", ["run", "--pool", "{tmp}/pool.jsonl", "--endpoints", "{tmp}/e.toml", "--budget", "9",
+                              "--deadline", "9", "--trace", "{tmp}/t.jsonl", "--time-scale", "inf"],
+     ["--time-scale", "finite number > 0", "inf"]),
+    ("executor.cli", "main", ["demo", "--time-scale", "0"], ["--time-scale", "> 0"]),
+    ("executor.cli", "main", ["agree", "--pool", "{tmp}/pool.jsonl", "--budget", "9", "--deadline", "9", "--z",
+                              "nan"], ["--z", "finite number > 0"]),
+    ("executor.cli", "main", ["agree", "--pool", "{tmp}/pool.jsonl", "--budget", "9", "--deadline", "9", "--z",
+                              "-1"], ["--z", "> 0", "-1"]),
+    ("executor.hostile", "main", ["--pool", "{tmp}/pool.jsonl", "--oversized-mb", "inf"],
+     ["--oversized-mb", "finite number > 0"]),
+    ("poolbuild.synthetic", "main", ["--topology", "chain", "--seed", "-1", "--out", "{tmp}/s.jsonl"],
+     ["--seed", ">= 0", "-1"]),
+]
+
+
+def _door_tree(tmp_path: Path) -> None:
+    (tmp_path / "pool.jsonl").write_bytes(POOL.read_bytes())
+    (tmp_path / "data.json").write_text("[]")
+    (tmp_path / "lib.csv").write_text("a,b\n")
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "r.json").write_text("{}")
+
+
+@pytest.mark.parametrize("module,fn,args,words", DOOR_CASES, ids=[f"{m}-{i}" for i, (m, *_) in enumerate(DOOR_CASES)])
+def test_every_door_table(tmp_path, capsys, module, fn, args, words):
+    import importlib
+
+    from codeflow.dataset import DEFAULT_DATASET
+
+    _door_tree(tmp_path)
+    main = getattr(importlib.import_module(module), fn)
+    argv = [a.format(tmp=tmp_path, repo_dataset=DEFAULT_DATASET) for a in args]
+    refused(main, argv, capsys, words, tmp_path)
