@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 import time
@@ -50,6 +49,7 @@ from codeflow.verify import verify_code
 from simulator.base import cliargs
 from simulator.base.errors import ConfigError, UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
+from simulator.base.jsonread import JsonRefused, loads_strict
 
 log = logging.getLogger("codeflow.generate_rollouts")
 REPO_CONTEXTS = ("reference", "best_verified")
@@ -146,7 +146,7 @@ async def run_problem(ctx: RunContext, problem: Problem) -> str:
         record["split"] = "comp"
         record["title"] = problem.title
         record["generation"]["require_successful_prereq"] = args.require_successful_prereq
-    atomic_write_json(path, record)
+    atomic_write_json(path, record, strict=True)
     return "written"
 
 
@@ -203,15 +203,15 @@ async def generate(args: argparse.Namespace) -> dict[str, Any]:
         "problems_incomplete": outcome["incomplete"],
         "request_stats": stats, "wall_sec": round(time.time() - t0, 2),
     }
-    atomic_write_json(runs_dir / f"{safe_filename(args.model)}.summary.json", summary)
+    atomic_write_json(runs_dir / f"{safe_filename(args.model)}.summary.json", summary, strict=True)
     return summary
 
 
 def _json_arg(text: str) -> dict:
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+        value = loads_strict(text)
+    except JsonRefused as exc:
+        raise argparse.ArgumentTypeError(exc.msg) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value

@@ -50,7 +50,7 @@ from typing import Any
 import httpx
 
 from simulator.base.errors import ConfigError, UserError
-from simulator.base.io_utils import dumps_compact
+from simulator.base.io_utils import dumps_compact_strict
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class RequestJournal:
         return self.done.get(key)
 
     def append(self, result: ChatResult) -> None:
-        line = dumps_compact(result.to_json()) + "\n"
+        line = dumps_compact_strict(result.to_json()) + "\n"
         with self._lock:
             self._fh.write(line)
             self._fh.flush()

@@ -15,7 +15,7 @@ import sys
 from simulator.base import cliargs
 from simulator.base.errors import ConfigError, UserError
 
-from . import variables
+from . import runlock, variables
 from .cli_util import run_cli
 
 USAGE = """\
@@ -127,7 +127,7 @@ def _prestart_hosts(args) -> None:
         python, n = variables.read(os.environ, "PYTHON"), variables.read(os.environ, "N_WORKERS")
     except UserError:
         return
-    n = n or variables.cores()
+    n, _ = variables.capped_workers(n)  # the shards are not known yet: the per-core bound only
     prestart_hosts(python, RUN_SHARD, shard_env(threads_per_worker(variables.cores(), n)), n)
 
 
@@ -157,8 +157,10 @@ def act_local(args, v) -> int:
         release_spare_hosts()
         raise
     timings["prepare_s"] = time.perf_counter() - t
-    n = v["N_WORKERS"] or variables.cores()
+    n, capped = variables.capped_workers(v["N_WORKERS"], len(rd.shards))
     release_dead_claims(rd)
+    if capped:
+        print(f"local: {capped}", file=sys.stderr)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
     from . import analysis_host
 
@@ -217,6 +219,7 @@ def act_shard(args, v) -> int:
         raise ConfigError("usage: run_experiment.sh shard N  (N = 0-based line of jobs_list.txt)")
     rd.shard(args.n)
     rd.check_pool_unchanged()
+    runlock.hold(rd.path)  # a `prepare --force` refuses while this shard runs
     runner = ShardRunner(rd, worker_options(v))
     outcome = runner.run(args.n, foreground=True)
     msg = {
@@ -233,6 +236,8 @@ def act_task(args, v) -> int:
     from .worker import ShardRunner
 
     rd = run_dir_from_env(settings=v)
+    rd.require_prepared()
+    runlock.hold(rd.path)
     runner = ShardRunner(rd, worker_options(v))
     outcome = runner.run(args.n)
     print(f"task shard {args.n}: {outcome}")
@@ -248,6 +253,7 @@ def act_auto(args, v) -> int:
     rd = run_dir_from_env(settings=v)
     runner = ShardRunner(rd, worker_options(v))
     rd.check_pool_unchanged()
+    runlock.hold(rd.path)
     release_dead_claims(rd)
 
     def on_term(signum, frame):  # pragma: no cover - signal path
@@ -364,6 +370,8 @@ def act_surface(args, v) -> int:
             return 1
         return 0
     cfg, run_cfg = resolve_surface()  # every setting, checked before any work
+    if os.path.isdir(rd.path):
+        runlock.hold(rd.path)  # a `prepare --force` of the run refuses while its surface is computed
     from .rundir import RunDir
     from .status import release_dead_claims
     from .worker import run_local
@@ -376,7 +384,9 @@ def act_surface(args, v) -> int:
         submit(job, v)
         print(f"then: bash run_experiment.sh surface --merge   (RUN_DIR={rd.path})")
         return 0
-    n = v["N_WORKERS"] or variables.cores()
+    n, capped = variables.capped_workers(v["N_WORKERS"], len(job.shards))
+    if capped:
+        print(f"surface: {capped}", file=sys.stderr)
     print(f"surface: {len(job.shards)} shards, {n} worker process(es), {JOB_DIR}/ in {rd.path}", flush=True)
     run_local(job, n, worker_options(v), progress=not args.no_progress)
     from .state import ShardState

@@ -21,6 +21,7 @@ from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json, atomic_write_text
 
+from . import runlock
 from .config import REPO, RunConfig, resolve_config
 from .grid import format_value
 from .pool_index import POOL_INDEX, write_pool_index
@@ -141,7 +142,8 @@ def prepare(
                     + "\nUse another RUN_NAME, restore the settings, or add --force to move the old run into "
                     f"{rd.p('archive')}/ (nothing is deleted)."
                 )
-            dest = archive_run(rd)
+            with runlock.exclusive(rd.path, "prepare --force"):  # refused while another process computes it
+                dest = archive_run(rd)
             out(f"prepare --force: the previous run was moved to {dest}")
             state = None
         elif old.get("shards") != record["shards"] and state is not None:
@@ -157,6 +159,7 @@ def prepare(
         if old.get("fingerprint") == record["fingerprint"]:
             record["prepared_at"] = old.get("prepared_at", record["prepared_at"])
     os.makedirs(rd.path, exist_ok=True)
+    runlock.hold(rd.path)  # for the rest of this process (`local` computes the run next)
     for d in (rd.outputs, rd.state, rd.logs):
         os.makedirs(d, exist_ok=True)
     write_pool_index(rd.p(POOL_INDEX), cfg.pool_index)  # before the job lines that name it

@@ -149,11 +149,12 @@ class Path(Parser):
 
 
 class PlainName(Parser):
-    expects = "a plain name (no `/`)"
+    expects = "a plain name (no `/`, at most 255 bytes: one file name)"
 
     def __call__(self, text: str, name: str) -> str:
-        if "/" in text or text in (".", ".."):
-            raise ConfigError(f"{where(name, SOURCE)}: expected {self.expects}, got {text!r}")
+        if "/" in text or "\0" in text or text in ("", ".", "..") or len(os.fsencode(text)) > 255:
+            shown = text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+            raise ConfigError(f"{where(name, SOURCE)}: expected {self.expects}, got {shown!r}")
         return text
 
 
@@ -366,6 +367,36 @@ def _further_vars() -> list[Var]:
     ]  # fmt: skip
 
 
+#: ``local`` / ``surface`` start at most this many shard processes per core (each imports numba and holds its
+#: memory; more only queue on the same cores: ``N_WORKERS=20`` on 2 cores took 23-34 s against 5-7 s)
+MAX_WORKERS_PER_CORE = 4
+
+
+def capped_workers(requested: int | None, n_shards: int | None = None) -> tuple[int, str | None]:
+    """The shard processes to start for ``N_WORKERS`` (``None``: one per core), and the one line saying why
+    when fewer than asked: never more than the shards to run nor :data:`MAX_WORKERS_PER_CORE` per core."""
+    n_cores = cores()
+    n = requested or n_cores
+    limits = [(MAX_WORKERS_PER_CORE * n_cores, f"at most {MAX_WORKERS_PER_CORE} per core on {n_cores} core(s)")]
+    if n_shards is not None:
+        limits.append((max(1, n_shards), f"the number of shards ({n_shards})"))
+    cap, why = min(limits, key=lambda x: x[0])
+    if n <= cap:
+        return n, None
+    return cap, f"N_WORKERS={n} capped at {cap}: {why}"
+
+
+def check_run_paths(values: Mapping[str, Any], run_dir: str, run_dir_name: str) -> None:
+    """The one rule over a run's paths (:func:`simulator.base.cliargs.check_doors`): the run folder, which the
+    actions write (and ``prepare --force`` moves away), never holds an input variable's file, and is a folder
+    (not a file, nor under one). One line naming the variables, before any work."""
+    from simulator.base.cliargs import check_doors, input_path, output_path
+
+    doors = [(v.name, input_path(), values[v.name]) for v in VARIABLES
+             if v.parse.role == "in" and v.name in values and values[v.name]]
+    check_doors([*doors, (run_dir_name, output_path("dir"), run_dir)])
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -429,7 +460,7 @@ VARIABLES: tuple[Var, ...] = (
     Var("PYTHON", "the Python running `prepare`", Executable(), "interpreter of `run_experiment.sh` and of the "
         "job lines", "run", default_value=lambda: sys.executable or "python3"),
     Var("N_WORKERS", "all", Integer(lo=1, words={"all": None}), "parallel shard processes of `local` (all = "
-        "every core)", "local"),
+        "every core; capped at the number of shards and at 4 per core, with one line saying so)", "local"),
     Var("MAX_SHARD_FAILURES", "3", _POS, "tries before a shard is marked failed", "worker"),
     Var("HEARTBEAT_SECONDS", "10", Number(0.0, lo_inclusive=False), "heartbeat period of a running shard",
         "worker"),

@@ -382,6 +382,11 @@ HARNESS_CASES = [
     ("surface", {"SURFACE_BUDGETS": ""}, ["SURFACE_BUDGETS", "empty axis"]),
     ("surface", {"SURFACE_DEADLINES": "  "}, ["SURFACE_DEADLINES", "empty axis"]),
     ("prepare", {"BUDGET_RATIOS": "1e308"}, ["BUDGET_RATIOS", "beyond the float range"]),
+    ("prepare", {"RUN_NAME": "r" * 300}, ["RUN_NAME", "255 bytes", "300 characters"]),
+    ("local", {"RUN_NAME": "r" * 300}, ["RUN_NAME", "255 bytes"]),
+    ("prepare", {"RESULTS_ROOT": "{tmp}/file.txt"}, ["RESULTS_ROOT/RUN_NAME", "is not a directory"]),
+    ("prepare", {"RESULTS_ROOT": "{tmp}", "RUN_NAME": "in"}, ["RESULTS_ROOT/RUN_NAME", "folder of the input",
+                                                             "DAG_POOL_PATH"]),
 ]
 
 
@@ -389,7 +394,12 @@ HARNESS_CASES = [
 def test_harness_table(tmp_path, action, extra, words):
     from harness_util import config_env, harness, small_pool
 
-    env = config_env(tmp_path, small_pool(tmp_path, n=2), **extra)
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "in").mkdir()
+    pool = small_pool(tmp_path, n=2)
+    if extra.get("RUN_NAME") == "in":  # the pool inside the run folder
+        pool = str(Path(pool).rename(tmp_path / "in" / "pool.jsonl"))
+    env = config_env(tmp_path, pool, **{k: v.format(tmp=tmp_path) for k, v in extra.items()})
     before = snapshot(tmp_path)
     r = harness(action, env, check=False)
     lines = r.stderr.strip().splitlines()
@@ -513,3 +523,99 @@ def test_every_door_table(tmp_path, capsys, module, fn, args, words):
     main = getattr(importlib.import_module(module), fn)
     argv = [a.format(tmp=tmp_path, repo_dataset=DEFAULT_DATASET) for a in args]
     refused(main, argv, capsys, words, tmp_path)
+
+
+def test_n_workers_is_capped_at_the_shards_and_a_multiple_of_the_cores(monkeypatch):
+    from harness import variables
+
+    monkeypatch.setattr(variables, "_cores", lambda: 2)
+    assert variables.capped_workers(None, 8) == (2, None)
+    assert variables.capped_workers(3, 8) == (3, None)
+    n, line = variables.capped_workers(100000, 2)
+    assert n == 2 and "N_WORKERS=100000 capped at 2" in line and "shards (2)" in line
+    n, line = variables.capped_workers(100000, 500)
+    assert n == 4 * 2 and f"{variables.MAX_WORKERS_PER_CORE} per core" in line
+    assert variables.capped_workers(100000) == (8, line)
+
+
+def test_local_with_a_huge_n_workers_says_so_and_finishes(tmp_path):
+    from harness_util import config_env, harness, small_pool
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), N_WORKERS=100000, N_EXEC_TRIALS=2,
+                     BUDGET_RATIOS="1", DEADLINE_RATIOS="1", DAGS_PER_SHARD=1)  # fmt: skip
+    r = harness("local", env, "--no-progress", timeout=300)
+    assert "N_WORKERS=100000 capped at 2: the number of shards (2)" in r.stderr, r.stderr
+
+
+# ----------------------------------------------------------------------------- runs that cannot be crossed
+
+
+def _hold_lock_in_another_process(run_dir: str):
+    import subprocess
+    import sys
+
+    code = ("import sys, time\nfrom harness import runlock\nrunlock.hold(sys.argv[1])\nprint('held', flush=True)\n"
+            "time.sleep(120)\n")  # fmt: skip
+    p = subprocess.Popen([sys.executable, "-c", code, run_dir], cwd=str(ROOT), stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_prepare_force_refuses_while_another_process_computes_the_run(tmp_path):
+    from harness_util import config_env, harness, small_pool
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2))
+    harness("prepare", env)
+    run_dir = str(tmp_path / "runs" / "t")
+    holder = _hold_lock_in_another_process(run_dir)
+    try:
+        before = snapshot(Path(run_dir))
+        r = harness("prepare", {**env, "N_EXEC_TRIALS": "3"}, "--force", check=False)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, r.stderr
+        assert f"process {holder.pid} is computing this run" in lines[0] and "prepare --force" in lines[0]
+        assert snapshot(Path(run_dir)) == before  # nothing archived, nothing rewritten
+    finally:
+        holder.kill()
+        holder.wait()
+    r = harness("prepare", {**env, "N_EXEC_TRIALS": "3"}, "--force")  # the holder is gone: the lock went with it
+    assert "moved to" in r.stdout
+
+
+def test_local_holds_the_run_lock_for_its_whole_life(tmp_path):
+    import subprocess
+    import time
+
+    from harness import runlock
+    from harness_util import HARNESS, clean_env, config_env, small_pool
+
+    env = clean_env(**config_env(tmp_path, small_pool(tmp_path, n=3), N_EXEC_TRIALS=40, METHOD_SET="mcpp",
+                                 N_WORKERS=1))  # fmt: skip
+    p = subprocess.Popen(["bash", HARNESS, "local", "--no-progress"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)  # fmt: skip
+    run_dir = str(tmp_path / "runs" / "t")
+    try:
+        seen = None
+        t_end = time.time() + 120
+        while time.time() < t_end and p.poll() is None and seen is None:
+            seen = runlock.holder_pid(run_dir) if os.path.exists(runlock.lock_path(run_dir)) else None
+            time.sleep(0.05)
+        assert seen == p.pid or p.poll() == 0, "local did not hold the run's lock"
+    finally:
+        p.kill()
+        p.wait()
+    assert runlock.holder_pid(run_dir) is None  # a killed holder leaves no lock behind
+
+
+def test_merge_removes_cells_that_no_longer_belong_to_the_run(tmp_path):
+    from harness_util import config_env, harness, small_pool
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), N_EXEC_TRIALS=2, BUDGET_RATIOS="1", DEADLINE_RATIOS="1")
+    harness("local", env, "--no-progress")
+    cells = tmp_path / "runs" / "t" / "merged" / "cells"
+    current = sorted(p.name for p in cells.iterdir())
+    stale = cells / "b_old_d_old"
+    stale.mkdir()
+    (stale / "records.jsonl").write_text('{"method": "old"}\n')
+    harness("merge", env)
+    assert sorted(p.name for p in cells.iterdir()) == current

@@ -20,7 +20,6 @@ as the problem's source index. The indices file written beside the subset is
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from codeflow.dataset import read_json_list
 from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
+from simulator.base.jsonread import load_json_file
 from simulator.base.outputs import check_output_path
 
 INDEX_KEYS = ("indices", "source_indices")
@@ -38,12 +38,9 @@ INDEX_KEYS = ("indices", "source_indices")
 def read_indices(path: str | Path, n_items: int) -> list[int]:
     """A non-empty list of distinct positions in ``[0, n_items)`` from an indices file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: indices file not found") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot read the indices file ({exc})") from None
+    if not path.exists():
+        raise UserError(f"{path}: indices file not found")
+    data = load_json_file(path, what="indices file")
     if isinstance(data, dict):
         key = next((k for k in INDEX_KEYS if k in data), None)
         if key is None:
