@@ -586,8 +586,9 @@ def test_local_holds_the_run_lock_for_its_whole_life(tmp_path):
     import subprocess
     import time
 
-    from harness import runlock
     from harness_util import HARNESS, clean_env, config_env, small_pool
+
+    from harness import runlock
 
     env = clean_env(**config_env(tmp_path, small_pool(tmp_path, n=3), N_EXEC_TRIALS=40, METHOD_SET="mcpp",
                                  N_WORKERS=1))  # fmt: skip
