@@ -167,7 +167,9 @@ def act_local(args, v) -> int:
     t = time.perf_counter()
     # when a core is free (the first worker has no shard left) the analysis's process starts importing its
     # libraries there, beside the last shards and the merge (harness/analysis_host.py)
-    run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=analysis_host.start)
+    counts = run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=analysis_host.start)
+    if counts.get("fatal_exit"):  # a shard refused its input or the disk is full: said, not retried
+        return counts["fatal_exit"]
     timings["shards_s"] = time.perf_counter() - t
     stale = v["STALE_SECONDS"]
     from .state import ShardState
@@ -263,6 +265,10 @@ def act_auto(args, v) -> int:
     print(f"auto worker {runner.worker} on {rd.path}", flush=True)
     counts = auto_loop(runner, lambda n, o: print(f"  shard {n}: {o}", flush=True))
     print(f"auto worker done: {counts or 'nothing left to claim'}")
+    if runner.fatal is not None:  # bad input, a changed pool or a full disk: not retried, the cause said
+        rc, cause = runner.fatal
+        print(cause if cause.startswith("error:") else f"error: {cause}", file=sys.stderr)
+        return rc
     return 1 if counts.get("failed") else 0
 
 
@@ -388,7 +394,9 @@ def act_surface(args, v) -> int:
     if capped:
         print(f"surface: {capped}", file=sys.stderr)
     print(f"surface: {len(job.shards)} shards, {n} worker process(es), {JOB_DIR}/ in {rd.path}", flush=True)
-    run_local(job, n, worker_options(v), progress=not args.no_progress)
+    counts = run_local(job, n, worker_options(v), progress=not args.no_progress)
+    if counts.get("fatal_exit"):
+        return counts["fatal_exit"]
     from .state import ShardState
 
     st = ShardState(job.state)

@@ -405,3 +405,21 @@ def test_cli_entry_turns_a_broken_pipe_into_exit_141(monkeypatch):
         raise BrokenPipeError(32, "Broken pipe")
 
     assert main() == 141 and silenced == [True]
+
+
+def test_disk_full_in_an_atomic_write_names_the_file(tmp_path, monkeypatch, capsys):
+    """A write that runs out of disk names no file (ENOSPC from write/fsync): the writer names it (issue 44)."""
+    import errno
+
+    from simulator.base import io_utils
+    from simulator.base.errors import cli_entry
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(io_utils.os, "fsync", full)
+    target = tmp_path / "out.json"
+    assert cli_entry(lambda: io_utils.atomic_write_json(target, {"a": 1}))() == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(target) in err[0] and "No space left on device" in err[0], err
+    assert not target.exists() and list(tmp_path.iterdir()) == []

@@ -164,7 +164,7 @@ def test_comp_to_pool_refuses_a_bare_nan(tmp_path, capsys):
     recs[0]["output_tokens"] = float("nan")
     src = tmp_path / "nan.json"
     src.write_text(json.dumps(data))  # Python writes a bare NaN: not JSON
-    refused(main, [str(src), "--out", str(tmp_path / "p.jsonl")], capsys, ["NaN", "not JSON"], tmp_path)
+    refused(main, [str(src), "--out", str(tmp_path / "p.jsonl")], capsys, ["NaN", "not a JSON number"], tmp_path)
 
 
 # ----------------------------------------------------------------------------- comp/split
@@ -620,3 +620,26 @@ def test_merge_removes_cells_that_no_longer_belong_to_the_run(tmp_path):
     (stale / "records.jsonl").write_text('{"method": "old"}\n')
     harness("merge", env)
     assert sorted(p.name for p in cells.iterdir()) == current
+
+
+@pytest.mark.parametrize("rc,line", [
+    (2, "error: --pool: the pool changed since the run was prepared"),
+    (3, "error: /results/runs/t/outputs/b00/dag_000000.jsonl: No space left on device"),
+])
+def test_a_shard_failing_with_exit_2_or_3_is_not_retried_and_its_cause_is_the_last_line(tmp_path, rc, line):
+    """Bad input, a changed pool, a full disk: every retry would fail alike. ``local`` stops at the first
+    such shard, says its cause as its last line and ends with its code; the attempt is recorded once."""
+    from harness_util import config_env, harness, small_pool
+
+    env = config_env(tmp_path, small_pool(tmp_path, n=2), N_EXEC_TRIALS=2, N_WORKERS=1, DAGS_PER_SHARD=1)
+    harness("prepare", env)
+    jobs = tmp_path / "runs" / "t" / "jobs_list.txt"
+    lines = jobs.read_text().splitlines()
+    lines[0] = f"echo {line!r} >&2; exit {rc}"
+    jobs.write_text("\n".join(lines) + "\n")
+    r = harness("local", env, "--no-prepare", "--no-progress", check=False)
+    assert r.returncode == rc, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == line, r.stderr
+    failures = (tmp_path / "runs" / "t" / "state" / "s00000.failures").read_text().splitlines()
+    assert len(failures) == 1 and line in failures[0]
+    assert not (tmp_path / "runs" / "t" / "state" / "s00000.failed").exists()  # a rerun tries it again

@@ -201,7 +201,7 @@ def check_doors(doors: Sequence[tuple[str, PathArg, str]]) -> None:
             if _same(o.res, d.res):
                 raise ConfigError(f"{shown}: is the input {d.flag} {d.text!r}; write the output elsewhere "
                                   "(an output never replaces an input)")  # fmt: skip
-            if d.res.is_dir() and _under(o.res, d.res):
+            if d.spec.kind != "file" and d.res.is_dir() and _under(o.res, d.res):
                 raise ConfigError(f"{shown}: lies inside the input folder {d.flag} {d.text!r}, which the "
                                   "command reads; write the output elsewhere")  # fmt: skip
             if o.spec.kind == "dir" and _under(d.res, o.res):

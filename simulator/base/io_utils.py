@@ -41,11 +41,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True)
                 os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and not exc.filename and exc.errno is not None:
+            # a write or fsync that ran out of disk names no file: name the one being written (one line, exit 3)
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
 
 
