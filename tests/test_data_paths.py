@@ -242,11 +242,18 @@ SHARD_CASES = [
     ({"--latency-dist": "foo"}, ["--latency-dist", "lognormal"]),
     ({"--cost-mode": "foo"}, ["--cost-mode", "foo"]),
     ({"--dags": "5-2", "--latency-dist": "foo"}, ["--"]),
+    # issue 44: decided from the options, before any episode
+    ({"--mcpp-params": "[1,2]"}, ["--mcpp-params", "expected a JSON object"]),
+    ({"--mcpp-params": '{"a": 1, "a": 2}'}, ["--mcpp-params", "given twice"]),
+    ({"--prices": '{"m": NaN}'}, ["--prices", "NaN"]),
+    ({"--prices": '{"m": -1}'}, ["--prices", "non-negative"]),
+    ({"--deadlines": "ratio:1,ratio:1"}, ["--deadlines", "repeated", "ratio:1"]),
+    ({"--progress-file": "{pool}"}, ["--progress-file", "is the input --pool"]),
 ]
 
 
 def _shard_argv(tmp_path, over):
-    args = {**SHARD_BASE, "--out-dir": str(tmp_path / "out"), **over}
+    args = {**SHARD_BASE, "--out-dir": str(tmp_path / "out"), **{k: v.replace("{pool}", str(POOL)) for k, v in over.items()}}
     return [x for k, v in args.items() for x in (k, v)]
 
 
