@@ -163,6 +163,9 @@ def _commands() -> list[tuple[str, object, list[str]]]:
                 out.append((f"{name} {sub}", fn, [sub, "--help"]))
         else:
             out.append((name, fn, ["--help"]))
+        src = inspect.getsource(mod)
+        if 'argv[:1] == ["--surface"]' in src:  # run_shard.py --surface: a surface job's shard (its job lines)
+            out.append((f"{name} --surface", fn, ["--surface", "--help"]))
     return out
 
 
