@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.base.errors import ConfigError
-from simulator.base.io_utils import dumps_compact_strict
+from simulator.base.io_utils import dumps_compact_strict, naming
 from simulator.base.jsonread import JsonRefused, loads_strict
 
 EVENTS = ("run", "plan", "request", "verdict", "ledger", "endpoint", "end")
@@ -107,12 +107,13 @@ class Trace:
         rec = {"event": event, **fields}
         self.events.append(rec)
         if self._fh is not None:
-            self._fh.write(dumps_compact_strict(rec) + "\n")
-            self._fh.flush()
-            if self._fsync == "inline":
-                os.fsync(self._fh.fileno())
-            else:
-                _SYNCER.mark(self._fh)
+            with naming(self.path):  # disk full: one line naming the trace (exit 3)
+                self._fh.write(dumps_compact_strict(rec) + "\n")
+                self._fh.flush()
+                if self._fsync == "inline":
+                    os.fsync(self._fh.fileno())
+                else:
+                    _SYNCER.mark(self._fh)
         return rec
 
     def close(self, wait: bool = True) -> None:

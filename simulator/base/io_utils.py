@@ -6,11 +6,12 @@ report behind: readers see either the old file or the complete new one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,18 @@ def _current_umask() -> int:
 
 
 _UMASK = _current_umask()
+
+
+@contextlib.contextmanager
+def naming(path: str | os.PathLike) -> Iterator[None]:
+    """Give ``path`` to an ``OSError`` raised without a file name (a ``write`` or ``fsync`` that ran out of disk),
+    so that the one line the command prints (exit 3) names the file being written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True) -> None:
@@ -41,15 +54,13 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True)
                 os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
-    except BaseException as exc:
+    except BaseException:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        if isinstance(exc, OSError) and not exc.filename and exc.errno is not None:
-            # a write or fsync that ran out of disk names no file: name the one being written (one line, exit 3)
-            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
-        raise
+        with naming(path):  # a write or fsync that ran out of disk names no file: name the one being written
+            raise
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, fsync: bool = True) -> None:
