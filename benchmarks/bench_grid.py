@@ -341,7 +341,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-faithful", action="store_true", help="only the grid")
     ap.add_argument("--out", type=cliargs.output_path(), default=OUT, help="results JSON (benchmarks/results_grid.json)")
     ap.add_argument("--write-readme", action="store_true", help="update the section in benchmarks/README.md")
-    ap.add_argument("--keep", default=None, help="keep the trees and runs in this directory (default: temp, removed)")
+    ap.add_argument("--keep", type=cliargs.output_path("dir"), default=None, help="keep the trees and runs in this directory (default: temp, removed)")
     ap.add_argument("--mcpp4", action="store_true", help="also MCPP alone on a 4-model pool of 257 DAGs")
     ap.add_argument("--readme-key", default="bench_grid", help="marker name of the README section (bench_grid)")
     args = ap.parse_args(argv)

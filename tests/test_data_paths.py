@@ -173,7 +173,8 @@ SPLIT_CASES = [
     (["--prefix", "../x"], ["--prefix", "plain name"]),
     (["--prefix", ""], ["--prefix", "plain name"]),
     (["--progress-every", "-1"], ["--progress-every", ">= 0"]),
-    (["--out-dir", "{tmp}/comp.json"], ["--out-dir", "is a file"]),
+    (["--out-dir", "{tmp}/comp.json"], ["--out-dir", "is the input"]),
+    (["--out-dir", "{tmp}/other.txt"], ["--out-dir", "is a file"]),
 ]
 
 
@@ -182,6 +183,7 @@ def test_comp_split_table(tmp_path, capsys, args, words):
     from codeflow.comp.split import main
 
     src = _comp_copy(tmp_path)
+    (tmp_path / "other.txt").write_text("x")
     argv = [str(src), "--out-dir", str(tmp_path / "out"), "--items-per-shard", "1"]
     argv += [a.format(tmp=tmp_path) for a in args]
     refused(main, argv, capsys, words, tmp_path)

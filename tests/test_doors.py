@@ -53,7 +53,7 @@ NOT_PATHS = {
 
 PATHLIKE = re.compile(r"(^|[_-])(out|outs|output|dir|file|files|path|paths|pool|pools|index-file|journal|trace|"
                       r"traces|record|records|plot|csv|json|jsonl|tasks|template|pickle|pickles|endpoints|"
-                      r"rollouts|dataset|root|inputs|manifest|config|spec|png|html|results|runs|log|"
+                      r"rollouts|dataset|root|input|inputs|keep|manifest|config|spec|png|html|results|runs|log|"
                       r"summary-out|indices|prices-file|price-file|benchmark|benchmark-file|model-spec|cache|project|prompt)($|[_-])")  # fmt: skip
 
 

@@ -81,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m codeflow.comp.sample",
         description="Draw n problems of a CodeFlow-Comp file with a seed, or restore an exact "
                     "subset from an indices file; tags each with _source_index.")
-    ap.add_argument("input", help="Comp file (JSON list of problems)")
+    ap.add_argument("input", type=cliargs.input_path(), help="Comp file (JSON list of problems)")
     how = ap.add_mutually_exclusive_group(required=True)
     how.add_argument("--n", type=int, help="number of problems to draw")
     how.add_argument("--indices", type=cliargs.input_path(), help="indices file of the subset to restore")

@@ -202,7 +202,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = cliargs.ArgumentParser(
         prog="python -m codeflow.comp.split",
         description="Split a large top-level JSON array into shards of N elements, streaming.")
-    ap.add_argument("input", help="JSON file holding one top-level array")
+    ap.add_argument("input", type=cliargs.input_path(), help="JSON file holding one top-level array")
     ap.add_argument("--out-dir", type=cliargs.output_path("dir"), required=True)
     ap.add_argument("--items-per-shard", type=int, required=True)
     ap.add_argument("--start", type=int, default=0, help="first index kept (default 0)")

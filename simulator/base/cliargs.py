@@ -171,6 +171,12 @@ class _Door:
     text: str
     res: Path
 
+    @property
+    def named(self) -> str:
+        """``--pool 'x.jsonl'`` (a positional argument: its path alone)."""
+        positional = not (self.flag.startswith("-") or self.flag.isupper() or "/" in self.flag)
+        return repr(self.text) if positional else f"{self.flag} {self.text!r}"
+
 
 def _values(value: Any) -> list[Any]:
     if value is None or value is argparse.SUPPRESS:
@@ -196,16 +202,16 @@ def check_doors(doors: Sequence[tuple[str, PathArg, str]]) -> None:
     ins = [d for d in items if d.spec.role == "in"]
     outs = [d for d in items if d.spec.role == "out"]
     for i, o in enumerate(outs):
-        shown = f"{o.flag} {o.text!r}"
+        shown = o.named
         for d in ins:
             if _same(o.res, d.res):
-                raise ConfigError(f"{shown}: is the input {d.flag} {d.text!r}; write the output elsewhere "
+                raise ConfigError(f"{shown}: is the input {d.named}; write the output elsewhere "
                                   "(an output never replaces an input)")  # fmt: skip
             if d.spec.kind != "file" and d.res.is_dir() and _under(o.res, d.res):
-                raise ConfigError(f"{shown}: lies inside the input folder {d.flag} {d.text!r}, which the "
+                raise ConfigError(f"{shown}: lies inside the input folder {d.named}, which the "
                                   "command reads; write the output elsewhere")  # fmt: skip
             if o.spec.kind == "dir" and _under(d.res, o.res):
-                raise ConfigError(f"{shown}: is the folder of the input {d.flag} {d.text!r}; the command "
+                raise ConfigError(f"{shown}: is the folder of the input {d.named}; the command "
                                   "writes into it (an output never replaces an input): choose another folder")
         for p in outs[:i]:
             if _same(o.res, p.res):
