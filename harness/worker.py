@@ -474,9 +474,13 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
 
             what = (describe_resource_error(exc) if is_resource_error(exc) else describe_access_error(exc)
                     if is_access_error(exc) else f"{type(exc).__name__}: {exc}")  # fmt: skip
-            log(f"a worker stopped: {what} (the status below shows what is left)")
             with lock:
                 counts["worker_error"] = counts.get("worker_error", 0) + 1
+                if is_resource_error(exc) or is_access_error(exc):  # the other workers would meet it too
+                    fatal.append((3 if is_resource_error(exc) else 2, f"error: {what}"))
+                    stop.set()
+                    return
+            log(f"a worker stopped: {what} (the status below shows what is left)")
 
     said: set[str] = set()
     bars = _Progress(rd, enabled=progress)
