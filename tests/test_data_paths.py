@@ -255,7 +255,11 @@ SHARD_CASES = [
 
 
 def _shard_argv(tmp_path, over):
-    args = {**SHARD_BASE, "--out-dir": str(tmp_path / "out"), **{k: v.replace("{pool}", str(POOL)) for k, v in over.items()}}
+    pool = tmp_path / "pool.jsonl"  # a copy: a refusal that failed would overwrite it, never the example
+    if not pool.exists():
+        pool.write_bytes(POOL.read_bytes())
+    args = {**SHARD_BASE, "--pool": str(pool), "--out-dir": str(tmp_path / "out"),
+            **{k: v.replace("{pool}", str(pool)) for k, v in over.items()}}
     return [x for k, v in args.items() for x in (k, v)]
 
 
