@@ -30,6 +30,11 @@ from typing import Any
 
 from .errors import ConfigError
 
+try:  # the fast path of pool lines and records (the same values; see loads_strict)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
 #: the largest integer magnitude any field of the project holds (unsigned 64 bits: seeds, hashes)
 INT_LIMIT = 2**64 - 1
 _BOM = "\ufeff"
@@ -82,7 +87,21 @@ def loads_strict(raw: str | bytes, *, allow_nonfinite: bool = False, check_ints:
 
     ``check_ints=False`` leaves integers unbounded here (a hot reader whose
     fields bound every integer themselves: the pool loader).
+
+    Fast path: orjson (strict about NaN, nesting and 64-bit integers) parses
+    the text, and when the text is exactly orjson's own serialization of the
+    result (what the project's writers produce) it is accepted: no key can
+    have been dropped, so none was repeated. Anything else is parsed by the
+    checking parser below, which decides (the result is the same value).
     """
+    if _orjson is not None and isinstance(raw, (bytes, bytearray)) and raw[:1] == b"{":
+        try:
+            obj = _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass
+        else:
+            if _orjson.dumps(obj) == raw.strip():
+                return obj
     if isinstance(raw, (bytes, bytearray)):
         if raw[:3] == b"\xef\xbb\xbf":
             raise JsonRefused("starts with a UTF-8 byte order mark (BOM): save it as UTF-8 without a BOM", 1)
