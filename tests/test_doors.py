@@ -213,3 +213,15 @@ def test_every_path_variable_of_the_harness_is_declared():
     bad = [v.name for v in found if v.parse.role not in ("in", "out")]
     assert not bad, bad
     assert {"DAG_POOL_PATH", "RESULTS_ROOT", "PRICE_FILE"} <= {v.name for v in found}
+
+
+def test_a_refusal_outside_cli_entry_is_the_same_one_line(tmp_path, capsys):
+    """A benchmark parses before any ``cli_entry``: the parser prints the one line and exits 2 itself."""
+    from benchmarks import bench_anytime
+
+    for argv, words in ((["--limit-ms", "nan"], "--limit-ms (flag): expected a finite number > 0, got 'nan'"),
+                        (["--out", str(tmp_path)], "is a directory, expected a file path")):
+        with pytest.raises(SystemExit) as exc:
+            bench_anytime.main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("error:") and words in err[0], err

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import IN_CLI_ENTRY, ConfigError
 from .validation import INT64_MAX, check_int, check_number, where
 
 SOURCE = "flag"
@@ -269,7 +270,13 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         ns, rest = super().parse_known_args(args, namespace)
-        return check_namespace(self, ns), rest
+        try:
+            return check_namespace(self, ns), rest
+        except ConfigError as exc:
+            if IN_CLI_ENTRY.get():
+                raise  # cli_entry prints it (one line, exit 2)
+            print(f"error: {exc}", file=sys.stderr)  # a command that parses before cli_entry: the same line
+            raise SystemExit(2) from None
 
 
 __all__ = ["ArgSpec", "ArgumentParser", "IntegerArg", "NumberArg", "PathArg", "check_doors", "check_namespace",
