@@ -216,12 +216,23 @@ def test_every_path_variable_of_the_harness_is_declared():
 
 
 def test_a_refusal_outside_cli_entry_is_the_same_one_line(tmp_path, capsys):
-    """A benchmark parses before any ``cli_entry``: the parser prints the one line and exits 2 itself."""
-    from benchmarks import bench_anytime
+    """A command that parses before any ``cli_entry`` (a benchmark's ``main``): the parser prints the one line and
+    exits 2 itself; under ``cli_entry`` the refusal is the entry's (``ConfigError``, the same line, exit 2)."""
+    from simulator.base import cliargs
+    from simulator.base.errors import cli_entry
+
+    def parse(argv):
+        ap = cliargs.ArgumentParser(prog="bench")
+        ap.add_argument("--limit-ms", type=cliargs.number(0, lo_inclusive=False), default=100.0)
+        ap.add_argument("--out", type=cliargs.output_path())
+        return ap.parse_args(argv)
 
     for argv, words in ((["--limit-ms", "nan"], "--limit-ms (flag): expected a finite number > 0, got 'nan'"),
                         (["--out", str(tmp_path)], "is a directory, expected a file path")):
         with pytest.raises(SystemExit) as exc:
-            bench_anytime.main(argv)
+            parse(argv)
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("error:") and words in err[0], err
+        assert cli_entry(lambda a=argv: parse(a) and 0)() == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
