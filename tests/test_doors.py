@@ -41,6 +41,7 @@ INTERNAL = {
     "codeflow.sandbox_runner": "the sandbox's runner: reads its job from stdin",
     "simulator.__main__": "starts the cold-start helper, then `simulator.cli.main` (enumerated itself)",
     "harness.variables": "prints the settings table of docs/harness.md (no options)",
+    "executor.reaper": "the verifier's reaper: started by the executor with its pid, a CPU limit and the command",
     "benchmarks.run_digest": "digests of run folders given as arguments: reads only, writes nothing",
 }
 
