@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import os
 
+from simulator.base import cliargs
+
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
@@ -77,8 +78,8 @@ def axis(text: str, nominal: float) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_surface", description=__doc__.split("\n")[0])
-    ap.add_argument("--pool", help="pool JSONL (default: a built 9-node 4-model DAG)")
+    ap = cliargs.ArgumentParser(prog="python -m benchmarks.bench_surface", description=__doc__.split("\n")[0])
+    ap.add_argument("--pool", type=cliargs.input_path(), help="pool JSONL (default: a built 9-node 4-model DAG)")
     ap.add_argument("--dag", type=int, default=0)
     ap.add_argument("--budgets", default="r0.05:10:100", help="lo:hi:n (r prefix: x nominal budget)")
     ap.add_argument("--deadlines", default="r0.05:10:100", help="lo:hi:n (r prefix: x nominal deadline)")
@@ -88,7 +89,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sample-trials", type=int, default=2)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--project-from", type=int, default=5, help="trials whose mean projects the run (checked against it)")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(OUT))
     a = ap.parse_args(argv)
     if a.pool:
         pool, dag = load_pool(a.pool), a.dag
