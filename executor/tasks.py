@@ -34,12 +34,13 @@ import math
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import regex
 
 from simulator.base.errors import ConfigError
-from simulator.base.jsonl_log import read_json_file
+from simulator.base.jsonread import load_json_file
 
 KINDS = ("generic", "codeflow", "proofflow")
 #: what the loopback world answers for a passing / failing sample of a generic task
@@ -240,7 +241,10 @@ def load_tasks(path: str | None, node_ids: Sequence[int], parents: Mapping[int, 
     """Read a tasks file (None: the loopback task for every node)."""
     if path is None:
         return build_tasks(None, node_ids, parents, "<loopback tasks>")
-    doc = read_json_file(path, "tasks file")
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{path}: tasks file not found")
+    doc = load_json_file(p, what="tasks file", max_bytes=256 << 20)
     if doc is None:
         raise ConfigError(f"{path}: a tasks file is an object with 'nodes' and/or 'default' (got null)")
     return build_tasks(doc, node_ids, parents, str(path))

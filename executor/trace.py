@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.base.errors import ConfigError
-from simulator.base.io_utils import dumps_compact
+from simulator.base.io_utils import dumps_compact_strict, naming
 from simulator.base.jsonl_log import read_json_lines
 
 EVENTS = ("run", "plan", "request", "verdict", "ledger", "endpoint", "end")
@@ -107,12 +107,13 @@ class Trace:
         rec = {"event": event, **fields}
         self.events.append(rec)
         if self._fh is not None:
-            self._fh.write(dumps_compact(rec) + "\n")
-            self._fh.flush()
-            if self._fsync == "inline":
-                os.fsync(self._fh.fileno())
-            else:
-                _SYNCER.mark(self._fh)
+            with naming(self.path):  # disk full: one line naming the trace (exit 3)
+                self._fh.write(dumps_compact_strict(rec) + "\n")
+                self._fh.flush()
+                if self._fsync == "inline":
+                    os.fsync(self._fh.fileno())
+                else:
+                    _SYNCER.mark(self._fh)
         return rec
 
     def close(self, wait: bool = True) -> None:
@@ -137,10 +138,7 @@ def drain() -> None:
 
 def read_trace(path: str | os.PathLike) -> tuple[list[dict[str, Any]], bool]:
     """(events, torn): the events of a trace up to its last complete line; ``torn``: a partial last line."""
-    events, torn = read_json_lines(path, "trace")
-    for i, rec in enumerate(events, 1):
-        if rec.get("event") not in EVENTS:
-            raise ConfigError(f"{path}: event {i}: not a trace event")
+    events, torn = read_json_lines(path, "trace", EVENTS)
     if not events or events[0]["event"] != "run":
         raise ConfigError(f"{path}: not an executor trace (no 'run' event first)")
     return events, torn
