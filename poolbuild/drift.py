@@ -2,7 +2,7 @@
 
 Two tests per pair with at least :data:`MIN_OBS` recent complete attempts:
 
-* **success**: the exact two-sided binomial test of S successes in n against
+* **success**: the exact two-sided binomial test (computed here, without scipy) of S successes in n against
   the pool's rate p0 (its rows' mean, or the template's ``success_prob``);
 * **latency**: the two-sided Mann-Whitney U test of the recent latencies
   against the pool's rows (a shift of the distribution, not only of its mean);
@@ -23,11 +23,47 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 #: recent complete attempts a pair needs before it is tested
 MIN_OBS = 5
 DEFAULT_ALPHA = 0.01
+
+
+def binomial_p(k: int, n: int, p: float) -> float:
+    """The exact two-sided binomial test's p-value: the probability of every count no likelier than ``k``
+    (no scipy: a run's exit must not wait for its import)."""
+    if p <= 0.0 or p >= 1.0:
+        return 1.0 if k == round(p * n) else 0.0
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * math.log(p) + (n - i) * math.log1p(-p)
+            for i in range(n + 1)]
+    cut = logs[k] + 1e-7
+    return float(min(1.0, sum(math.exp(x) for x in logs if x <= cut)))
+
+
+def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
+    """The two-sided Mann-Whitney U test's p-value, normal approximation with the tie correction."""
+    n1, n2 = len(a), len(b)
+    both = np.concatenate([a, b])
+    order = np.argsort(both, kind="mergesort")
+    ranks = np.empty(len(both))
+    sorted_vals = both[order]
+    i = 0
+    ties = 0.0
+    while i < len(both):
+        j = i
+        while j + 1 < len(both) and sorted_vals[j + 1] == sorted_vals[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        t = j - i + 1
+        ties += t ** 3 - t
+        i = j + 1
+    u = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0:
+        return 1.0
+    z = (abs(u - n1 * n2 / 2.0) - 0.5) / math.sqrt(var)
+    return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
 
 
 def pair_stats(raw_line: Mapping[str, Any]) -> dict[tuple[int, str], tuple[float, np.ndarray, float, float]]:
@@ -54,18 +90,19 @@ def drift(raw_line: Mapping[str, Any], recent: Sequence[tuple[int, str, float, i
     for v, m, lat, ok in recent:
         by_pair.setdefault((int(v), str(m)), []).append((float(lat), int(ok)))
     tests = []
-    for pair, xs in sorted(by_pair.items()):
-        if len(xs) < MIN_OBS or pair not in pool:
-            continue
+    tested = [(pair, xs) for pair, xs in sorted(by_pair.items()) if len(xs) >= MIN_OBS and pair in pool]
+    if not tested:
+        return []
+    for pair, xs in tested:
         p0, rows, mu, sd = pool[pair]
         lat = np.array([x[0] for x in xs])
         wins = sum(x[1] for x in xs)
-        p_succ = float(stats.binomtest(wins, len(xs), min(max(p0, 0.0), 1.0)).pvalue)
+        p_succ = binomial_p(wins, len(xs), min(max(p0, 0.0), 1.0))
         if len(rows) >= 2:
-            p_lat = float(stats.mannwhitneyu(lat, rows, alternative="two-sided").pvalue)
+            p_lat = mann_whitney_p(lat, rows)
         elif sd > 0 and math.isfinite(mu):
             z = (lat.mean() - mu) / (sd / math.sqrt(len(lat)))
-            p_lat = float(2 * stats.norm.sf(abs(z)))
+            p_lat = math.erfc(abs(z) / math.sqrt(2))
         else:
             p_lat = 1.0
         tests.append((pair, len(xs), wins, p0, p_succ, float(lat.mean()), float(rows.mean()) if len(rows) else mu,

@@ -195,3 +195,17 @@ def test_a_gateway_fallback_model_is_not_mixed_in(traces, tmp_path):
     assert from_traces(str(d), "--workflow", str(traces / "workflow.json"), "--out", str(out)).returncode == 0
     meta = [n["model_node_metadata"]["30B_ins"] for n in load_pool(out).raw(0)["nodes"]]
     assert sum(m["other_model"] for m in meta) == n_ok
+
+
+def test_the_drift_tests_match_scipys():
+    from scipy import stats
+
+    from poolbuild.drift import binomial_p, mann_whitney_p
+
+    for k, n, p in [(3, 10, 0.5), (12, 12, 0.8), (0, 20, 0.3), (7, 15, 0.31)]:
+        assert binomial_p(k, n, p) == pytest.approx(stats.binomtest(k, n, p).pvalue, rel=1e-9)
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1, 1, 12), rng.normal(0, 1, 16)
+    for x, y in ((a, b), (np.round(a), np.round(b))):
+        want = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue
+        assert mann_whitney_p(x, y) == pytest.approx(want, rel=1e-9)
