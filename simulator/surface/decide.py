@@ -77,9 +77,12 @@ def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
 
 
 @njit(cache=True, nogil=True)
-def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_i, cell_j, best_w, best_p, track):
+def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     """Every cell's first strictly best pair, the pairs simulated in (candidate, member) order.
 
+    ``pairs`` is ``(pair_c, pair_m)``, ``grid`` is ``(bvals, hvals, cell_i,
+    cell_j)`` and ``best`` is ``(best_w, best_p)`` (tuples keep the call's
+    arguments named by what they are: tests/test_signatures.py).
     Cell k has budget ``bvals[cell_i[k]]`` and horizon ``hvals[cell_j[k]]``
     (both axes increasing). Each pair is simulated once at the largest
     budget and horizon of the cells that can still change (best < M), with
@@ -93,6 +96,9 @@ def decide_cells_kernel(arr, bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_
     soon as no cell can get more than its best. Updates ``best_w``
     (successes of the best pair, 0: none) and ``best_p`` (its pair index).
     """
+    pair_c, pair_m = pairs
+    bvals, hvals, cell_i, cell_j = grid
+    best_w, best_p = best
     nb = bvals.shape[0]
     nh = hvals.shape[0]
     K = cell_i.shape[0]
@@ -196,7 +202,7 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     K = len(budgets)
     best_w = np.zeros(K, dtype=np.int64)
     best_p = np.zeros(K, dtype=np.int64)
-    decide_cells_kernel(tb.arr, tb.bounds, dec, pair_c, pair_m, M, bvals, hvals, cell_i.astype(np.int64),
-                        cell_j.astype(np.int64), best_w, best_p, K <= TRACK_CELLS)  # fmt: skip
+    grid = (bvals, hvals, cell_i.astype(np.int64), cell_j.astype(np.int64))
+    decide_cells_kernel(tb.arr, tb.bounds, dec, (pair_c, pair_m), M, grid, (best_w, best_p), K <= TRACK_CELLS)
     cand = np.where(best_w > 0, pair_c[best_p], 0)
     return cand, cand_model, cand_count, dec.ready
