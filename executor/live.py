@@ -859,7 +859,7 @@ class LiveRun:
                     marks = {"started": self.elapsed()}
                     out.try_log.append(marks)
                     self._release(s)  # no suspension before the try is on the wire (VirtualClock.transit)
-                    r = await self._try(ep, body, headers, timeout, msgs, sent, marks, (node_id, s.index))
+                    r = await self._try(ep, body, headers, timeout, msgs, sent, marks=marks, key=(node_id, s.index))
                     in_try = False
                     self._close_try(marks, r)
                 if r.served_model is not None:
@@ -991,7 +991,7 @@ class LiveRun:
                 "censored_at": r6(censored_at), "served_model": out.served_model,
                 "temperature": self.opt.temperature}
 
-    async def _try(self, ep: Endpoint, body, headers, timeout: float, msgs, sent: list[bool],
+    async def _try(self, ep: Endpoint, body, headers, timeout: float, msgs, sent: list[bool], *,
                    marks: dict[str, Any] | None = None, key: tuple | None = None) -> TryResult:
         """One try. On a pausable clock (``agree``) its timeout runs on that clock, as the world's answers do: a
         planner pause stops both, so a fault-free world never times out because other runs were planning.
