@@ -27,6 +27,7 @@ from executor.inputs import (
     make_workflow,
 )
 from executor.live import EXIT_CODES, Options, RunSpec, open_run
+from executor.redact import redact
 from executor.trace import Trace, format_summary, read_trace, summarize
 from executor.world import Faults, World, serve_until_stopped, stats_dict
 from simulator.base.errors import ConfigError, cli_entry
@@ -133,9 +134,9 @@ def cmd_run(argv: Sequence[str]) -> int:
     res = asyncio.run(go())
     events, torn = read_trace(args.trace)
     s = summarize(events, torn)
-    print(json.dumps(s) if args.json else format_summary(s))
+    print(redact(json.dumps(s)) if args.json else format_summary(s))
     if res.termination != "completed":
-        print(f"{res.termination}: {res.message}", file=sys.stderr)
+        print(redact(f"{res.termination}: {res.message}"), file=sys.stderr)
     if res.termination == "interrupted":
         return 143 if signalled and signalled[0] == "SIGTERM" else 130
     return EXIT_CODES.get(res.termination, 0)
@@ -148,7 +149,7 @@ def cmd_summary(argv: Sequence[str]) -> int:
     args = ap.parse_args(argv)
     events, torn = read_trace(args.trace)
     s = summarize(events, torn)
-    print(json.dumps(s) if args.json else format_summary(s))
+    print(redact(json.dumps(s)) if args.json else format_summary(s))
     return 0
 
 

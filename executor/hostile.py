@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -78,6 +80,22 @@ FAULT_CLASSES: dict[str, tuple[bool, str]] = {
                                  "own answer to an unknown model)"),
     "http_500": (False, "500 server error"),
 }
+#: faults of trust (issue 41): crossed answers, echoed secrets, decoding bombs, answers beyond the contract
+TRUST_FAULTS: dict[str, tuple[bool, str]] = {
+    "double_answer": (True, "the answer written twice on the kept-alive connection (a buggy proxy): the copy waits "
+                            "to be read as the answer of the connection's next request"),
+    "key_echo_401": (False, "401 'Incorrect API key provided: <the request's Authorization>', the key echoed in "
+                            "the body and in a response header"),
+    "key_echo_500": (False, "500 whose body echoes every request header (a debugging proxy), and a response "
+                            "header echoing the Authorization"),
+    "gzip_bomb": (True, "Content-Encoding: gzip, gzip: the gzip of the gzip of bomb_bytes (1 GiB) zero bytes "
+                        "(1,827 bytes on the wire)"),
+    "unknown_encoding": (True, "Content-Encoding: compress (never offered) over a plain JSON answer"),
+    "many_choices": (True, "extra_choices + 1 choices (5) for n = 1, the usage their sum; billed all of them"),
+    "duplicate_usage": (True, "the usage object with completion_tokens twice: the real count, then 1"),
+    "deep_json": (True, "a 200 whose body is a JSON array nested deep_json_depth (30,000) deep"),
+}
+FAULT_CLASSES.update(TRUST_FAULTS)
 LIES = ("missing", "negative", "huge", "string", "boolean")
 #: a lone surrogate placed in the content: the JSON escape, written into the body as these 6 bytes
 SURROGATE = "\\ud800"
@@ -119,7 +137,8 @@ class HostileWorld(World):
 
     def __init__(self, pool: Pool, *, classes: Sequence[str] | Mapping[str, float] = ("ok",),
                  schedule: Schedule = None, trickle_interval_s: float = 0.2, oversized_bytes: int = 64 << 20,
-                 retry_after_huge_s: float = 100000.0, catastrophic_len: int = 34, **world_kwargs: Any) -> None:
+                 retry_after_huge_s: float = 100000.0, catastrophic_len: int = 34, bomb_bytes: int = 1 << 30,
+                 extra_choices: int = 4, deep_json_depth: int = 30000, **world_kwargs: Any) -> None:
         super().__init__(pool, **world_kwargs)
         weights = dict(classes) if isinstance(classes, Mapping) else dict(Counter(classes))
         check_classes(list(weights), "classes")
@@ -134,6 +153,9 @@ class HostileWorld(World):
         self.oversized_bytes = int(oversized_bytes)
         self.retry_after_huge_s = float(retry_after_huge_s)
         self.catastrophic_len = int(catastrophic_len)
+        self.bomb_bytes = int(bomb_bytes)
+        self.extra_choices = int(extra_choices)
+        self.deep_json_depth = int(deep_json_depth)
         self.seen: list[Seen] = []
         #: output tokens billed per (DAG, trial)
         self.bill: Counter = Counter()
@@ -203,6 +225,8 @@ class HostileWorld(World):
         self._hostile_tries[ident] = n + 1
         cls = self.choose(call, n)
         billed, _ = FAULT_CLASSES[cls]
+        if cls in TRUST_FAULTS:
+            return await self._trust_fault(cls, call, headers)
         if not billed:
             reply = self._refusal(cls, call)
             self._see(call, cls, 0, reply.status)
@@ -275,6 +299,74 @@ class HostileWorld(World):
         if cls == "oversized":
             return Reply(send=_oversized(call, self.oversized_bytes))
         raise AssertionError(cls)
+
+
+    # -- the faults of trust (TRUST_FAULTS) ------------------------------------------------------
+
+    async def _trust_fault(self, cls: str, call: Call, headers: Mapping[str, str]) -> Reply:
+        """One of :data:`TRUST_FAULTS`: refused (echoing the request's secrets) or produced, billed and mangled."""
+        auth = headers.get("authorization", "")
+        if cls == "key_echo_401":
+            self._see(call, cls, 0, 401)
+            return Reply(401, {"x-echo-authorization": auth}, body=error_body(
+                f"Incorrect API key provided: {auth}. You can find your API key at your account page.",
+                "invalid_request_error", "invalid_api_key"))
+        if cls == "key_echo_500":
+            self._see(call, cls, 0, 500)
+            first = sorted(headers, key=lambda k: (k != "authorization", not k.startswith("x-") or
+                                                   k.startswith("x-mcpp-"), k))  # the secrets first
+            echo = ", ".join(f"{k}={headers[k]}" for k in first)
+            return Reply(500, {"x-echo-authorization": auth}, body=error_body(
+                f"upstream failed for the request with headers {echo}", "server_error", "500"))
+        call.stream = False
+        if cls == "many_choices":
+            call.n = 1 + self.extra_choices
+        got = await self.produce(call)
+        self._see(call, cls, got.completion_tokens, 200)
+        self.stats.answered += 1
+        payload = self.completion(call, got)
+        if cls == "double_answer":
+            return Reply(send=_twice(orjson.dumps(payload)))
+        if cls == "gzip_bomb":
+            return Reply(200, {"content-encoding": "gzip, gzip"}, body=gzip_bomb(self.bomb_bytes))
+        if cls == "unknown_encoding":
+            return Reply(200, {"content-encoding": "compress"}, body=orjson.dumps(payload))
+        if cls == "many_choices":
+            return Reply(200, {}, body=orjson.dumps(payload))
+        if cls == "duplicate_usage":
+            u = payload.pop("usage")
+            body = orjson.dumps(payload)[:-1] + (
+                f',"usage":{{"prompt_tokens":{u["prompt_tokens"]},"completion_tokens":{u["completion_tokens"]},'
+                f'"completion_tokens":1,"total_tokens":{u["prompt_tokens"] + 1}}}}}').encode()
+            return Reply(200, {}, body=body)
+        if cls == "deep_json":
+            return Reply(200, {}, body=b"[" * self.deep_json_depth + b"]" * self.deep_json_depth)
+        raise AssertionError(cls)
+
+
+@functools.lru_cache(maxsize=2)
+def gzip_bomb(size: int) -> bytes:
+    """The gzip of the gzip of ``size`` zero bytes (1 GiB: 1,827 bytes; built once per size, seconds for 1 GiB)."""
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31, 9, zlib.Z_RLE)
+    zeros = bytes(min(size, 1 << 20))
+    parts, left = [], size
+    while left > 0:
+        parts.append(inner.compress(zeros[:left]))
+        left -= len(zeros)
+    parts.append(inner.flush())
+    outer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return outer.compress(b"".join(parts)) + outer.flush()
+
+
+def _twice(body: bytes):
+    """A complete answer, then the same bytes again in the same write: the copy waits on the kept-alive connection."""
+    async def send(conn: h11.Connection, writer: asyncio.StreamWriter) -> bool:
+        one = (_head(conn, [("content-length", str(len(body)))]) + conn.send(h11.Data(data=body))
+               + conn.send(h11.EndOfMessage()))
+        writer.write(one + one)
+        await writer.drain()
+        return conn.our_state is not h11.MUST_CLOSE and conn.their_state is not h11.MUST_CLOSE
+    return send
 
 
 def lie(payload: dict[str, Any], how: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from executor.redact import redact, redact_all
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import dumps_compact
 
@@ -104,7 +105,9 @@ class Trace:
             self._fh = open(self.path, "w", encoding="utf-8")
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
-        rec = {"event": event, **fields}
+        """Append one event, every string in it redacted (:func:`executor.redact.redact_all`: the last net under
+        the executor's promise that no configured secret reaches an output)."""
+        rec = {"event": event, **redact_all(fields)}
         self.events.append(rec)
         if self._fh is not None:
             self._fh.write(dumps_compact(rec) + "\n")
@@ -193,7 +196,8 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
     }
     out["models_down"] = {e["model"]: e.get("message") for e in events if e["event"] == "endpoint"}
     if end is not None:
-        for k in ("success", "on_time", "makespan_s", "spent", "unbilled", "termination", "message"):
+        for k in ("success", "on_time", "makespan_s", "spent", "unbilled", "over_reservation", "termination",
+                  "message"):
             out[k] = end.get(k)
     else:  # cut off: the money that may have been billed is what the last ledger held, all of it
         last = ledgers[-1] if ledgers else {"spent": 0.0, "reserved": 0.0, "unbilled": 0.0}
@@ -206,7 +210,9 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "reserved_at_cut",
-            "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests", "retries", "faults",
+    keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "over_reservation",
+            "reserved_at_cut", "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests", "retries", "faults",
             "request_status", "models_down", "nodes_completed", "n_nodes", "trace_complete", "events", "message")
-    return "\n".join(f"{k:21s} {s[k]}" for k in keys if k in s and s[k] is not None and s[k] != "" and s[k] != {})
+    shown = [k for k in keys if k in s and s[k] is not None and s[k] != "" and s[k] != {}
+             and not (k == "over_reservation" and not s[k])]
+    return redact("\n".join(f"{k:21s} {s[k]}" for k in shown))
