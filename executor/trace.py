@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from executor.redact import redact, redact_all
+from executor.redact import needs_redaction, redact, redact_all
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import dumps_compact
 
@@ -105,17 +105,22 @@ class Trace:
             self._fh = open(self.path, "w", encoding="utf-8")
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Append one event, every string in it redacted (:func:`executor.redact.redact_all`: the last net under
-        the executor's promise that no configured secret reaches an output)."""
-        rec = {"event": event, **redact_all(fields)}
-        self.events.append(rec)
+        """Append one event; a line written to the file has every string redacted (:func:`executor.redact.redact_all`:
+        the last net under the promise that no configured secret reaches an output; the server's words are redacted
+        where they enter, :func:`executor.client.said`, so the in-memory events of a file-less trace are too)."""
+        rec = {"event": event, **fields}
         if self._fh is not None:
-            self._fh.write(dumps_compact(rec) + "\n")
+            line = dumps_compact(rec)
+            if needs_redaction(line):  # rare: the common path is one substring test of the line
+                rec = {"event": event, **redact_all(fields)}
+                line = dumps_compact(rec)
+            self._fh.write(line + "\n")
             self._fh.flush()
             if self._fsync == "inline":
                 os.fsync(self._fh.fileno())
             else:
                 _SYNCER.mark(self._fh)
+        self.events.append(rec)
         return rec
 
     def close(self, wait: bool = True) -> None:

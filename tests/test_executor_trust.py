@@ -153,14 +153,18 @@ def test_keys_and_header_secrets_echoed_in_500s_reach_neither_the_trace_nor_mode
     assert down and all("upstream failed" in m for m in down.values())
 
 
-def test_the_trace_redacts_whatever_reaches_it():
+def test_the_trace_file_redacts_whatever_reaches_it(tmp_path):
     from executor.redact import remember
     from executor.trace import Trace
 
     remember("tracevalue-0123456789", "$X")
-    tr = Trace(None)
+    tr = Trace(tmp_path / "t.jsonl")
     rec = tr.write("endpoint", message="said tracevalue-0123456789", nested={"a": ["Bearer qwertyuiop123"]})
-    assert "tracevalue" not in json.dumps(rec) and "qwertyuiop" not in json.dumps(tr.events)
+    tr.write("ledger", spent=1.0)
+    tr.close()
+    text = (tmp_path / "t.jsonl").read_text()
+    assert "tracevalue" not in text + json.dumps(rec) and "qwertyuiop" not in text + json.dumps(tr.events)
+    assert "[redacted $X]" in text and "Bearer [redacted]" in text and len(text.splitlines()) == 2
 
 
 # -- 4. decoding within the caps -------------------------------------------------------------------
