@@ -124,7 +124,8 @@ def test_a_key_echoed_in_a_401_reaches_no_trace_summary_or_stderr(tmp_path):
         eps.write_text(eps.read_text().replace('api_key_env = ""', 'api_key_env = "MCPP_TRUST_KEY"'))
         env = {**ENV, "MCPP_TRUST_KEY": SECRET}
         r = subprocess.run([sys.executable, "-m", "executor", "run", "--pool", POOL, "--endpoints", str(eps),
-                            "--budget-ratio", "1", "--deadline-ratio", "1", "--trace", str(trace)],
+                            "--budget-ratio", "1", "--deadline-ratio", "1", "--trace", str(trace), "--method",
+                            "sequential"],
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     finally:
         server.terminate()
