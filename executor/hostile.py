@@ -116,6 +116,8 @@ class Seen:
     billed_tokens: int
     status: int
     detail: str = ""
+    #: of billed_tokens, what the request did not ask for (choices beyond n = 1: many_choices)
+    excess_tokens: int = 0
 
 
 def check_classes(names: Sequence[str], what: str = "--classes") -> list[str]:
@@ -156,6 +158,9 @@ class HostileWorld(World):
         self.bomb_bytes = int(bomb_bytes)
         self.extra_choices = int(extra_choices)
         self.deep_json_depth = int(deep_json_depth)
+        listed = [c for c, _ in self.classes] + (list(schedule) if isinstance(schedule, list) else [])
+        if "gzip_bomb" in listed:  # built now (seconds for 1 GiB), not on the event loop it shares with its clients
+            gzip_bomb(self.bomb_bytes)
         self.seen: list[Seen] = []
         #: output tokens billed per (DAG, trial)
         self.bill: Counter = Counter()
@@ -171,6 +176,11 @@ class HostileWorld(World):
             return float(self.bill[(dag, trial)])
         return sum(s.billed_tokens * prices.get(s.model or "", 0.0) / 1e6 for s in self.seen
                    if s.dag == dag and s.trial == trial)
+
+    def excess_of(self, dag: int, trial: int, prices: Mapping[str, float] | None = None) -> float:
+        """Of :meth:`bill_of`, what run (dag, trial) did not ask for (choices beyond n = 1), tokens or dollars."""
+        return sum(s.excess_tokens * (1.0 if prices is None else prices.get(s.model or "", 0.0) / 1e6)
+                   for s in self.seen if s.dag == dag and s.trial == trial)
 
     def record_dict(self) -> dict[str, Any]:
         """The requests seen and the bill, as JSON-ready data (``--record``)."""
@@ -323,6 +333,7 @@ class HostileWorld(World):
             call.n = 1 + self.extra_choices
         got = await self.produce(call)
         self._see(call, cls, got.completion_tokens, 200)
+        self.seen[-1].excess_tokens = int(sum(got.tokens[1:]))
         self.stats.answered += 1
         payload = self.completion(call, got)
         if cls == "double_answer":

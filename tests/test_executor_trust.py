@@ -418,3 +418,48 @@ def test_the_hostile_world_serves_the_trust_faults():
     assert dup.content.count(b'"completion_tokens"') == 2 and json.loads(dup.content)["usage"]["completion_tokens"] == 1
     assert deep.content.startswith(b"[[[[") and len(deep.content) == 60000
     assert all(s.billed_tokens > 0 for s in world.seen)
+
+
+def test_the_decoder_refuses_what_does_not_decode_and_takes_raw_deflate():
+    import zlib
+
+    from executor.decoding import BodyDecoder, DecodeFault, TooLarge
+
+    def decode(body: bytes, coding: str | None, cap: int = 1 << 20, pieces: int = 7) -> bytes:
+        d = BodyDecoder(coding, cap)
+        step = max(1, len(body) // pieces)
+        for i in range(0, len(body), step):
+            d.feed(body[i:i + step])
+        return d.finish()
+
+    assert decode(gzip.compress(ANSWER), "x-gzip") == ANSWER
+    assert decode(zlib.compress(ANSWER), "deflate") == ANSWER
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    assert decode(raw.compress(ANSWER) + raw.flush(), "Deflate") == ANSWER
+    assert decode(ANSWER, "identity") == ANSWER and decode(ANSWER, None) == ANSWER
+    with pytest.raises(DecodeFault, match="ends early"):
+        decode(gzip.compress(ANSWER)[:-12], "gzip")
+    with pytest.raises(DecodeFault, match="after the end"):
+        decode(gzip.compress(ANSWER) + gzip.compress(ANSWER), "gzip")
+    with pytest.raises(TooLarge):
+        decode(gzip.compress(b"a" * 5000), "gzip", cap=4096)
+    with pytest.raises(TooLarge):
+        decode(b"a" * 5000, None, cap=4096)
+
+
+def test_a_model_named_otherwise_is_noted_never_refused():
+    from executor.client import same_model
+
+    assert same_model("gpt-4o", "gpt-4o-2024-08-06") and same_model("openai/gpt-4o", "gpt-4o")
+    assert same_model("Qwen/Qwen3-30B-A3B-Instruct", "qwen3-30b-a3b-instruct") and same_model("m", None)
+    data = json.loads(ANSWER)
+    data["model"] = "another-model"
+    r = classify_body(data, MSG, model="m")
+    assert r.kind == "ok" and r.notes == ["model_mismatch"]
+
+
+def test_a_dropped_connection_is_counted_in_the_requests_faults():
+    pool, wf = workflow()
+    B, D = nominal(wf)
+    out, world = hostile_runs(wf, pool, "sequential", 2 * B, 5 * D, [0], classes=("double_answer",), concurrency=1)
+    assert faults(out[0][1])["stale_bytes"] > 0
