@@ -31,9 +31,9 @@ it will meet:
   reported usage (without a usable usage report: at its reservation); a
   trusted report above the reservation (a server that answered more than
   asked) is spent as reported, counted apart (``over_reservation``), and
-  ends the run when it leaves no budget. A request that reached the server without a
-  whole answer keeps its reservation as *unbilled* and is never re-sent on
-  it, so spent + unbilled <= budget always.
+  ends the run when it leaves no budget. A request that reached the server
+  without a whole answer keeps its reservation as *unbilled* and is never
+  re-sent on it, so spent + unbilled - over_reservation <= budget always.
 * **Deadline, hard.** Every try's timeout is at most the time left and
   bounds the whole try; planner calls and verdicts are raced against the
   deadline (:mod:`executor.offload`, :mod:`executor.verifiers`); at the
