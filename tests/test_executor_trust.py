@@ -198,7 +198,7 @@ async def _raw_server(response: bytes, seen: list[bytes]):
                 await reader.readexactly(length)
                 writer.write(response)
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             writer.close()
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
@@ -396,28 +396,40 @@ def test_headers_are_sent_and_env_values_read_at_the_request(monkeypatch):
 
 def test_the_hostile_world_serves_the_trust_faults():
     pool, wf = workflow()
-    world = HostileWorld(pool, seed=3, clock=Clock(0.001), schedule=["many_choices", "duplicate_usage", "deep_json"],
-                         bomb_bytes=1 << 20)
+    order = ["many_choices", "duplicate_usage", "deep_json", "key_echo_401", "key_echo_500", "gzip_bomb",
+             "unknown_encoding", "double_answer"]
+    world = HostileWorld(pool, seed=3, clock=Clock(0.001), schedule=order, bomb_bytes=1 << 20)
 
     async def go():
         await world.start()
+        out = []
         try:
-            async with httpx.AsyncClient() as c:
-                out = []
-                for a in range(3):
+            for a in range(len(order)):
+                async with httpx.AsyncClient() as c:  # one connection per request: the double answer crosses nothing
                     r = await c.post(f"http://127.0.0.1:{world.port}/v1/chat/completions", json={
-                        "model": "30B_ins", "messages": MSG, "mcpp": {"dag": 0, "node": 1, "trial": 0, "attempt": a}})
+                        "model": "30B_ins", "messages": MSG, "mcpp": {"dag": 0, "node": 1, "trial": 0, "attempt": a}},
+                        headers={"Authorization": "Bearer echo-me-0123456789", "x-extra": "v"})
                     out.append(r)
-                return out
+            return out
         finally:
             await world.stop()
 
-    many, dup, deep = asyncio.run(go())
+    many, dup, deep, k401, k500, bomb, unknown, double = asyncio.run(go())
+    assert [s.cls for s in world.seen] == order
     body = many.json()
     assert len(body["choices"]) == 5 and body["usage"]["completion_tokens"] == world.seen[0].billed_tokens
+    assert 0 < world.seen[0].excess_tokens < world.seen[0].billed_tokens  # all but the first choice
     assert dup.content.count(b'"completion_tokens"') == 2 and json.loads(dup.content)["usage"]["completion_tokens"] == 1
     assert deep.content.startswith(b"[[[[") and len(deep.content) == 60000
-    assert all(s.billed_tokens > 0 for s in world.seen)
+    assert k401.status_code == 401 and "Bearer echo-me-0123456789" in k401.json()["error"]["message"]
+    assert k401.headers["x-echo-authorization"] == "Bearer echo-me-0123456789"
+    msg = k500.json()["error"]["message"]
+    assert k500.status_code == 500 and msg.index("authorization=Bearer echo-me") < msg.index("x-extra=v")
+    assert bomb.headers["content-encoding"] == "gzip, gzip" and bomb.content == bytes(1 << 20)
+    assert unknown.headers["content-encoding"] == "compress" and json.loads(unknown.content)["choices"]
+    assert double.json()["choices"]
+    billed = [s.billed_tokens > 0 for s in world.seen]
+    assert billed == [True, True, True, False, False, True, True, True]
 
 
 def test_the_decoder_refuses_what_does_not_decode_and_takes_raw_deflate():
@@ -463,3 +475,58 @@ def test_a_dropped_connection_is_counted_in_the_requests_faults():
     B, D = nominal(wf)
     out, world = hostile_runs(wf, pool, "sequential", 2 * B, 5 * D, [0], classes=("double_answer",), concurrency=1)
     assert faults(out[0][1])["stale_bytes"] > 0
+
+
+def test_a_copy_arriving_while_the_connection_is_idle_is_never_read():
+    """The copy comes 50 ms after the answer: the idle connection is readable, and it is not reused."""
+    def answer(i: int) -> bytes:
+        data = json.loads(ANSWER)
+        data["usage"]["completion_tokens"] = i + 1
+        return _response(json.dumps(data).encode(), None)
+
+    async def go():
+        served = [0]
+
+        async def handle(reader, writer):
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = next(int(x.split(b":")[1]) for x in head.split(b"\r\n")
+                                  if x.lower().startswith(b"content-length:"))
+                    await reader.readexactly(length)
+                    one = answer(served[0])
+                    served[0] += 1
+                    writer.write(one)
+                    await writer.drain()
+                    await asyncio.sleep(0.05)
+                    writer.write(one)
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+                writer.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        try:
+            async with http_client() as http:
+                ep = _ep(srv.sockets[0].getsockname()[1])
+                out = []
+                for _ in range(2):
+                    out.append(await try_once(http, ep, {"model": "m", "messages": MSG, "max_tokens": 100}, {},
+                                              10.0, MSG))
+                    await asyncio.sleep(0.3)
+                return out
+        finally:
+            srv.close()
+
+    got = asyncio.run(go())
+    assert [r.completion_tokens for r in got] == [1.0, 2.0]
+
+
+def test_the_ledger_spends_a_trusted_excess_and_keeps_the_runs_own_share_within_the_budget():
+    from executor.ledger import Ledger
+
+    led = Ledger(100.0)
+    a, b = led.reserve(30.0, 0), led.reserve(50.0, 1)
+    assert led.settle(a, 80.0, beyond=True) == 80.0 and led.over == 50.0 and led.available() == 0.0
+    assert led.exhausted()  # the run ends: its own launches fit, the server's excess left nothing
+    assert led.settle(b, 80.0) == 50.0  # an untrusted charge is capped at its reservation, as before
+    assert led.spent == 130.0 and led.spent - led.over <= led.budget
