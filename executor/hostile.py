@@ -490,14 +490,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dag", type=int, default=0)
     ap.add_argument("--trickle-interval", type=float, default=0.2, help="seconds between bytes of a trickle")
     ap.add_argument("--oversized-mb", type=float, default=64.0, help="MiB an oversized body streams before closing")
+    ap.add_argument("--bomb-mb", type=float, default=1024.0, help="MiB of zeros a gzip_bomb decodes to (built once "
+                                                                  "before listening: seconds for 1024)")
     ap.add_argument("--write-endpoints", default=None, help="write an endpoints file pointing at this world")
     ap.add_argument("--record", default=None, help="write the requests seen and the bill (JSON) when stopping")
     ap.add_argument("--max-seconds", type=float, default=3600.0, help="stop after this many wall seconds")
     args = ap.parse_args(argv)
     if not (args.time_scale > 0) or not (args.max_seconds > 0) or not (0 <= args.port < 65536):
         raise ConfigError("--time-scale and --max-seconds must be > 0 and --port in 0..65535")
-    if not (args.trickle_interval >= 0) or not (args.oversized_mb > 0):
-        raise ConfigError("--trickle-interval must be >= 0 and --oversized-mb > 0")
+    if not (args.trickle_interval >= 0) or not (args.oversized_mb > 0) or not (args.bomb_mb > 0):
+        raise ConfigError("--trickle-interval must be >= 0, --oversized-mb and --bomb-mb > 0")
     seed = check_seed(args.seed, "--seed", "flag")
     classes = _weights(args.classes)
     schedule = check_classes(args.schedule.split(","), "--schedule") if args.schedule else None
@@ -509,6 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def serve() -> None:
         world = HostileWorld(pool, classes=classes, schedule=schedule, trickle_interval_s=args.trickle_interval,
                              oversized_bytes=int(args.oversized_mb * (1 << 20)), seed=seed,
+                             bomb_bytes=int(args.bomb_mb * (1 << 20)),
                              clock=Clock(args.time_scale), usage=args.usage, tasks=tasks)
         mix = ",".join(f"{c}:{w:g}" for c, w in classes.items())
         await serve_until_stopped(world, args.port, args.write_endpoints, args.max_seconds, lambda port: (
