@@ -258,9 +258,13 @@ def test_lying_usage_never_charges_past_the_reservation():
                                                                                    "token_cost_mean"),
                                                ("sequential", "output_money_cost_mean"),
                                                ("mc_portfolio_rollout", "output_money_cost_mean")])
-def test_random_fault_mixes_keep_every_promise(method, cost_mode):
-    """80 runs per (method, cost mode), 320 in all, each a random mix of the fault classes (keyed draws)."""
+def test_random_fault_mixes_keep_every_promise(method, cost_mode, monkeypatch):
+    """80 runs per (method, cost mode), 320 in all, each a random mix of the fault classes (keyed draws); every
+    request carries a key, which the key-echoing classes send back, and which no event may hold."""
     from simulator.costs.charges import DEFAULT_PRICES
+
+    key = "sk-mix-" + "Q3xv" * 8
+    monkeypatch.setenv("MCPP_MIX_KEY", key)
 
     mix = {"ok": 6, "cut_body": 1, "false_gzip": 1, "lone_surrogate": 1, "invalid_utf8": 1, "retry_after_huge": 0.2,
            "bad_request": 0.3, "trickle": 0.5, "oversized": 0.5, "lying_usage": 1, "hang": 0.5, "reset": 1,
@@ -274,7 +278,8 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode):
         B, D = nominal(wf)
 
         def short(eps):
-            return {m: replace(e, request_timeout_s=0.4, max_response_bytes=300_000) for m, e in eps.items()}
+            return {m: replace(e, request_timeout_s=0.4, max_response_bytes=300_000, api_key_env="MCPP_MIX_KEY")
+                    for m, e in eps.items()}
 
         budget, deadline = 1.2 * B, 2.0 * D
         out, world = hostile_runs(wf, pool, method, budget, deadline, range(n // 2), classes=mix,
@@ -286,6 +291,7 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode):
         check_promises(out, world, wf, budget, deadline, 0.01, prices)
         assert len({s.cls for s in world.seen}) >= 8
         assert len({s.cls for s in world.seen} & set(TRUST_FAULTS)) >= 5
+        assert key not in json.dumps([ev for _, ev, _ in out]) and key[:16] not in json.dumps([r.message for r, _, _ in out])
 
 
 def test_a_sample_cancelled_in_its_backoff_releases_its_reservation(monkeypatch):
