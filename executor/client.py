@@ -189,7 +189,7 @@ def error_message(raw: bytes) -> str:
     text = raw[:4096].decode("utf-8", "replace")
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
         data = None
     msg: Any = None
     if isinstance(data, dict):

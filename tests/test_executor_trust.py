@@ -530,3 +530,10 @@ def test_the_ledger_spends_a_trusted_excess_and_keeps_the_runs_own_share_within_
     assert led.exhausted()  # the run ends: its own launches fit, the server's excess left nothing
     assert led.settle(b, 80.0) == 50.0  # an untrusted charge is capped at its reservation, as before
     assert led.spent == 130.0 and led.spent - led.over <= led.budget
+
+
+def test_an_error_body_nested_too_deep_is_read_as_text():
+    from executor.client import classify_error
+
+    r = classify_error(500, b"[" * 4096, {})
+    assert r.kind == "http_5xx" and r.detail.startswith("HTTP 500: [[[")
