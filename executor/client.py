@@ -107,10 +107,14 @@ def prompt_token_bound(messages: list[dict[str, Any]]) -> int:
     return sum(len(clean_text(str(m.get("content", "")))[0].encode("utf-8")) + 16 for m in messages)
 
 
+#: the largest usage count taken as a count: every integer up to it is exact as a float
+MAX_COUNT = 2 ** 53
+
+
 def usage_count(x: Any) -> float | None:
-    """A usage field as a token count, or None when it is not a plain one: a JSON integer >= 0 (not missing,
-    negative, a float such as 1e12 or 2.0, a string or a bool)."""
-    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+    """A usage field as a token count, or None when it is not a plain one: a JSON integer in 0..2**53 (not
+    missing, negative, a float such as 1e12 or 2.0, a string, a bool, or an integer too large to count exactly)."""
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COUNT:
         return None
     return float(x)
 

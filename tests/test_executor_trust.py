@@ -317,7 +317,9 @@ def test_duplicate_usage_keys_are_charged_the_reservation():
                                    {"prompt_tokens": 3, "completion_tokens": 1e12},
                                    {"prompt_tokens": "3", "completion_tokens": 2},
                                    {"prompt_tokens": 3, "completion_tokens": -1},
-                                   {"prompt_tokens": 3, "completion_tokens": True}])
+                                   {"prompt_tokens": 3, "completion_tokens": True},
+                                   {"prompt_tokens": 3, "completion_tokens": 10 ** 4000},
+                                   {"prompt_tokens": 2 ** 53 + 1, "completion_tokens": 2}])
 def test_usage_that_is_not_plain_integer_counts_is_not_trusted(usage):
     data = json.loads(ANSWER)
     data["usage"] = usage
