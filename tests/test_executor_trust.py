@@ -539,3 +539,29 @@ def test_an_error_body_nested_too_deep_is_read_as_text():
 
     r = classify_error(500, b"[" * 4096, {})
     assert r.kind == "http_5xx" and r.detail.startswith("HTTP 500: [[[")
+
+
+def test_no_answer_body_makes_the_classification_raise():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from executor.client import classify_answer
+
+    ep = _ep(1)
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(-10, 10 ** 30), st.floats(allow_nan=True),
+                     st.text(max_size=8), st.sampled_from(["chat.completion", "length", "stop"]))
+    tree = st.recursive(leaf, lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(
+        st.sampled_from(["choices", "message", "content", "usage", "prompt_tokens", "completion_tokens", "object",
+                         "model", "finish_reason", "error", "detail"]), kids, max_size=5)), max_leaves=20)
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(tree, st.sampled_from([200, 200, 400, 429, 500, 503]))
+    def check(data, status):
+        raw = json.dumps(data).encode()
+        r = classify_answer(ep, status, raw, {}, MSG)
+        assert r.kind and (r.kind not in ("ok", "truncated") or isinstance(r.text, str))
+
+    check()
+    for raw in (b"", b"\xff\xfe", b"[" * 50000, b'{"usage": ' * 3000, b"1" * 5000, b'{"a": 1e999999}'):
+        classify_answer(ep, 200, raw, {}, MSG)
+        classify_answer(ep, 500, raw, {}, MSG)
