@@ -149,6 +149,8 @@ def parse_headers(table: Any, where: str, api_key_env: str) -> tuple[tuple[str, 
             raise ConfigError(f"{where}: {name!r} is not a header name")
         if name.lower() in OWN_HEADERS:
             raise ConfigError(f"{where}: {name} is set by the executor")
+        if any(name.lower() == n.lower() for n, _, _ in out):
+            raise ConfigError(f"{where}: {name} is named twice (header names ignore case)")
         if name.lower() == "authorization" and api_key_env:
             raise ConfigError(f"{where}: Authorization comes from api_key_env ({api_key_env}); set one of the two")
         if isinstance(value, str):

@@ -374,6 +374,7 @@ def test_headers_are_literal_or_named_environment_variables(monkeypatch):
     ({"x-a": "v\r\nx-b: w"}, "x-a holds a line break"),
     ({"X-MCPP-Node": "1"}, "X-MCPP-Node is set by the executor"),
     ({"Content-Type": "text/plain"}, "Content-Type is set by the executor"),
+    ({"X-Org": "a", "x-org": "b"}, "x-org is named twice"),
 ])
 def test_bad_headers_are_refused_in_one_line(headers, words):
     with pytest.raises(ConfigError, match=r"e.toml: \[models.m\]: headers: ") as e:
