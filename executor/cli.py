@@ -247,8 +247,8 @@ def cmd_demo(argv: Sequence[str]) -> int:
                                   options=Options(warm_up=True)))
         summaries[method] = summarize(*read_trace(d / "trial_00000.jsonl"))
     keys = (("termination", "termination"), ("on_time", "on_time"), ("makespan_s", "makespan (model s)"),
-            ("spent", "spent (tokens)"), ("plans", "plans"), ("planner_ms", "planner_ms"), ("requests", "requests"),
-            ("retries", "retries"))
+            ("spent", "spent (tokens)"), ("plans", "plans"), ("planner_ms", "planning (wall ms)"),
+            ("requests", "requests"), ("retries", "retries"))
     print(f"{'':18s} {'MCPP':>22s} {'sequential':>22s}")
     for k, label in keys:
         a, b = summaries[MCPP].get(k), summaries["sequential"].get(k)

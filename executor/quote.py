@@ -5,22 +5,23 @@
 the question a user asks before launching a workflow. The episodes follow the
 ``live`` execution rules by default, the rules the executor's runs follow
 (``docs/semantics.md``), so the quote describes the run the user will get. The
-probability is the simulated on-time
-rate of whole episodes of the method from the start (the realized rate over
-``--trials`` episodes, not the planner's own score), computed with the
-prediction-surface machinery (:func:`simulator.surface.compute.method_surface`:
-exact, every budget trial for trial what the grid and ``predict`` give):
+probability is the simulated on-time rate of whole episodes of the method from
+the start (the realized rate over ``--trials`` episodes, not the planner's own
+score), each budget's episodes the grid's and ``predict``'s (the prediction
+surface's :func:`simulator.surface.compute.method_surface`, trial for trial):
 
 1. a budget axis of 24 log-spaced budgets from 0.05 to 8 times the DAG's
-   nominal budget, all at the deadline;
-2. the first budget of the axis whose rate reaches the target, then 6
-   bisection steps between it and the budget below it (each step one more
-   budget simulated over the same trials);
+   nominal budget, all at the deadline; the first one whose rate reaches the
+   target, found by bisection over the axis;
+2. 6 geometric bisection steps between it and the axis budget below it;
 3. the answer with its Wilson 95% interval, the rate at 0.8 x the quoted
    budget, and the rate at a budget the user names (``--budget``).
 
-A target no budget of the axis reaches is one line (exit 1), naming the best
-rate found and where.
+A budget is settled by as few episodes as decide it (:mod:`executor.quote_search`:
+why, and why the answer is the full scan's). The header is printed before the
+work and a progress bar (on a terminal) counts the episodes. A target no
+budget of the axis reaches is one line on standard error (exit 1), naming the
+rate at the largest budget tried.
 """
 
 from __future__ import annotations
@@ -29,22 +30,16 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from executor.inputs import live_cost_mode, load_dag
-from simulator.base.errors import ConfigError
-from simulator.base.scoring import wilson_interval
+# light imports only (no numpy, numba or the live executor): the header is printed before the rest loads
+from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.settings import check_seed
 from simulator.base.validation import check_number
-from simulator.costs.arrays import CostSetting, dag_arrays
-from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.costs.modes import cost_unit
 from simulator.engine.registry import EXECUTION_RULES, LIVE
-from simulator.methods import canonical_method, method_spec
-from simulator.simulate import RunSettings
-from simulator.surface.compute import method_surface
+from simulator.methods import canonical_method, method_label, method_spec
 
 AXIS_LO, AXIS_HI, AXIS_N, BISECTIONS = 0.05, 8.0, 24, 6
 
@@ -58,25 +53,30 @@ class Quote:
     target: float
     trials: int
     budget: float | None  # None: the target is not reached on the axis
-    rate: float  # at ``budget`` (or the best rate found)
+    rate: float  # at ``budget`` (unreachable targets: at the largest budget tried)
     interval: tuple[float, float]
-    best_budget: float  # where the best rate was found (unreachable targets)
+    best_budget: float  # where ``rate`` was found (unreachable targets: the largest budget tried)
     rate_at_80pct: float | None
     asked_budget: float | None = None
     asked_rate: float | None = None
     asked_interval: tuple[float, float] | None = None
     seconds: float = 0.0
     rules: str = LIVE
-
-
-def _rates(pool, pos, method, budgets, deadline, trials, settings) -> np.ndarray:
-    s = method_surface(pool, pos, method, list(budgets), [deadline], trials, settings)
-    return s.successes[:, 0] / len(trials)
+    episodes: int = 0  # simulated in all (a budget stops as soon as its outcome is settled)
 
 
 def quote(pool, pos: int, method: str, deadline: float, target: float, trials: int, *, seed: int = 0,
-          cost_mode: str = "token_cost_mean", asked_budget: float | None = None, rules: str = LIVE) -> Quote:
-    """The quote (see the module docstring)."""
+          cost_mode: str = "token_cost_mean", asked_budget: float | None = None, rules: str = LIVE,
+          progress: Callable[[int, float], None] | None = None) -> Quote:
+    """The quote (see the module docstring); ``progress(episodes, budget)`` is called as episodes finish."""
+    import numpy as np
+
+    from executor.quote_search import BudgetSearch, cheapest
+    from simulator.base.scoring import wilson_interval
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget
+    from simulator.simulate import RunSettings
+
     t0 = time.perf_counter()
     method = canonical_method(method)
     method_spec(method, "--method")
@@ -84,46 +84,36 @@ def quote(pool, pos: int, method: str, deadline: float, target: float, trials: i
     settings = RunSettings(seed=seed, cost=setting, execution_rules=rules)
     arr = dag_arrays(pool, pos, setting)
     st = pool[pos]
-    where = f"DAG {pos} ({st.problem_id}): "
-    b0 = nominal_budget(arr, where)
-    tr = list(range(trials))
+    b0 = nominal_budget(arr, f"DAG {pos} ({st.problem_id}): ")
     axis = b0 * np.geomspace(AXIS_LO, AXIS_HI, AXIS_N)
-    rates = _rates(pool, pos, method, axis, deadline, tr, settings)
-    reach = np.flatnonzero(rates >= target)
-    best = int(np.argmax(rates))
-    q = Quote(method, pos, st.problem_id, deadline, target, trials, None, float(rates[best]),
-              wilson_interval(int(round(rates[best] * trials)), trials), float(axis[best]), None)
-    if len(reach):
-        i = int(reach[0])
-        lo, hi, hi_rate = (axis[i - 1] if i > 0 else None), axis[i], rates[i]
-        if lo is not None:
-            for _ in range(BISECTIONS):
-                mid = float(np.sqrt(lo * hi))
-                r = float(_rates(pool, pos, method, [mid], deadline, tr, settings)[0])
-                if r >= target:
-                    hi, hi_rate = mid, r
-                else:
-                    lo = mid
-        q.budget, q.rate = float(hi), float(hi_rate)
-        q.interval = wilson_interval(int(round(hi_rate * trials)), trials)
-        q.rate_at_80pct = float(_rates(pool, pos, method, [0.8 * hi], deadline, tr, settings)[0])
+    search = BudgetSearch(pool, pos, method, deadline, trials, settings, progress)
+    found = cheapest(search, axis, target, BISECTIONS)
+    at = float(axis[-1]) if found is None else found
+    rate = search.rate(at)
+    q = Quote(method, pos, st.problem_id, deadline, target, trials, found, rate,
+              wilson_interval(int(round(rate * trials)), trials), at, None)
+    if found is not None:
+        q.rate_at_80pct = search.rate(0.8 * found)
     if asked_budget is not None:
-        r = float(_rates(pool, pos, method, [asked_budget], deadline, tr, settings)[0])
+        r = search.rate(asked_budget)
         q.asked_budget, q.asked_rate = float(asked_budget), r
         q.asked_interval = wilson_interval(int(round(r * trials)), trials)
+    q.episodes = search.episodes
     q.seconds = time.perf_counter() - t0
     q.rules = rules
     return q
 
 
+def header(method: str, dag: int, pool: str, deadline: str, target: float, trials: int, rules: str) -> str:
+    """The quote's first line, printed from the flags alone before anything heavy loads (``deadline``: as said)."""
+    return (f"quote: {method_label(method)} on DAG {dag} of {pool}, deadline {deadline}, target {target:.0%}, "
+            f"up to {trials} simulated episodes per budget ({rules} rules)")
+
+
 def format_quote(q: Quote, unit: str) -> str:
-    head = (f"quote: {q.method} on DAG {q.dag} ({q.problem_id}), deadline {q.deadline:.6g} model seconds, "
-            f"target {q.target:.0%}, {q.trials} simulated episodes per budget")
-    lines = [head + f" ({q.rules} rules)"]
-    if q.budget is None:
-        lines.append(f"unreachable: no budget up to {AXIS_HI:g} x the nominal reaches {q.target:.0%} at this deadline "
-                     f"(best {q.rate:.1%} at {q.best_budget:.6g} {unit})")
-    else:
+    """The lines after the header (an unreachable target is the error line alone: :func:`unreachable`)."""
+    lines = []
+    if q.budget is not None:
         lo, hi = q.interval
         lines.append(f"cheapest budget: {q.budget:.6g} {unit} (on time {q.rate:.1%}, 95% interval "
                      f"{lo:.1%}-{hi:.1%}); at 0.8 x that budget: {q.rate_at_80pct:.1%}")
@@ -131,8 +121,21 @@ def format_quote(q: Quote, unit: str) -> str:
         lo, hi = q.asked_interval
         lines.append(f"at your budget {q.asked_budget:.6g} {unit}: on time {q.asked_rate:.1%} (95% interval "
                      f"{lo:.1%}-{hi:.1%})")
-    lines.append(f"computed in {q.seconds:.1f} s")
+    lines.append(f"computed in {q.seconds:.1f} s of wall-clock time ({q.episodes} simulated episodes)")
     return "\n".join(lines)
+
+
+def unreachable(q: Quote, unit: str) -> str:
+    """The one line of a target no budget of the axis reaches."""
+    return (f"error: target {q.target:.0%} is not reachable at deadline {q.deadline:.6g} model seconds: "
+            f"no budget up to {AXIS_HI:g} x the nominal reaches it (on time {q.rate:.1%} at {q.best_budget:.6g} "
+            f"{unit}, the largest budget tried)")
+
+
+@cli_entry
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m executor quote ...`` without loading the rest of the executor first (:mod:`executor.__main__`)."""
+    return cmd_quote(sys.argv[2:] if argv is None else argv)
 
 
 def cmd_quote(argv: Sequence[str]) -> int:
@@ -154,26 +157,50 @@ def cmd_quote(argv: Sequence[str]) -> int:
                     help="the rules of the simulated episodes (default live: the rules the executor follows)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    # the checks that need nothing loaded, then the header at once (numpy, numba and the pool take seconds)
     target = check_number(args.target, "--target", "flag", lo=0.0, hi=1.0, lo_inclusive=False, hi_inclusive=False)
     if args.trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {args.trials}")
     seed = check_seed(args.seed, "--seed", "flag")
-    cost_mode = live_cost_mode(args.cost_mode)
     method_spec(canonical_method(args.method), "--method")
-    pool, dag = load_dag(args.pool, args.dag)
-    arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
     if args.deadline is not None:
         deadline = check_number(args.deadline, "--deadline", "flag", lo=0.0, lo_inclusive=False)
+        said = f"{deadline:.6g} model seconds"
     else:
-        deadline = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False) * \
-            nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
+        ratio = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False)
+        said = f"{ratio:g} x the DAG's nominal"
     asked = None if args.budget is None else check_number(args.budget, "--budget", "flag", lo=0.0, lo_inclusive=False)
-    q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed=seed, cost_mode=cost_mode,
-              asked_budget=asked, rules=args.execution_rules)
-    unit = "tokens" if cost_mode == "token_cost_mean" else "dollars"
-    print(json.dumps(q.__dict__) if args.json else format_quote(q, unit), flush=True)
+    if not args.json:
+        print(header(args.method, args.dag, args.pool, said, float(target), args.trials, args.execution_rules),
+              flush=True)
+    from tqdm import tqdm
+
+    from executor.inputs import live_cost_mode, load_dag
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+
+    cost_mode = live_cost_mode(args.cost_mode)
+    unit = cost_unit(cost_mode)
+    pool, dag = load_dag(args.pool, args.dag)
+    arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
+    if args.deadline is None:
+        deadline = ratio * nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
+    if not args.json:
+        print(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
+              f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", flush=True)
+    with tqdm(unit=" episodes", desc="simulating", file=sys.stderr, disable=None, mininterval=0.5,
+              bar_format="{desc}: {n_fmt}{unit} simulated [{elapsed}, {rate_fmt}]") as bar:
+
+        def progress(n: int, budget: float) -> None:
+            bar.set_description_str(f"budget {budget:.6g} {unit}", refresh=False)
+            bar.update(n)
+
+        q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed=seed,
+                  cost_mode=cost_mode, asked_budget=asked, rules=args.execution_rules, progress=progress)
+    out = json.dumps(q.__dict__) if args.json else format_quote(q, unit)
+    if out:
+        print(out, flush=True)
     if q.budget is None:
-        print(f"error: target {q.target:.0%} is not reachable at deadline {q.deadline:.6g} model seconds "
-              f"(best {q.rate:.1%} at {q.best_budget:.6g} {unit})", file=sys.stderr)
+        print(unreachable(q, unit), file=sys.stderr)
         return 1
     return 0

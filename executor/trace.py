@@ -186,6 +186,7 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
         "problem_id": run.get("problem_id"),
         "budget": run.get("budget"),
         "deadline_s": run.get("deadline_s"),
+        "cost_mode": run.get("cost_mode"),
         "trace_complete": end is not None,
         "torn_last_line": torn,
         "events": len(events),
@@ -215,9 +216,30 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
 
 
 def format_summary(s: dict[str, Any]) -> str:
+    """The summary as a person reads it: MCPP by its name, every number with its unit (model seconds: the
+    workflow's clock, which a time scale shrinks on the wall; wall-clock ms: the planner's own time)."""
+    from simulator.costs.modes import cost_unit
+    from simulator.methods import method_label
+
+    unit = cost_unit(s["cost_mode"]) if s.get("cost_mode") else "budget units"
+    shown = {
+        "method": lambda v: method_label(v),
+        "makespan_s": lambda v: f"{v:.2f} model seconds",
+        "deadline_s": lambda v: f"{v:.4g} model seconds",
+        "last_event_s": lambda v: f"{v:.2f} model seconds",
+        "planner_ms": lambda v: f"{v:.0f} ms of wall-clock planning",
+        **{k: (lambda v: f"{v:.10g} {unit}") for k in ("spent", "unbilled", "over_reservation", "reserved_at_cut",
+                                                         "may_have_been_billed", "budget")},
+    }
     keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "over_reservation",
-            "reserved_at_cut", "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests", "retries", "faults",
-            "request_status", "models_down", "nodes_completed", "n_nodes", "trace_complete", "events", "message")
-    shown = [k for k in keys if k in s and s[k] is not None and s[k] != "" and s[k] != {}
-             and not (k == "over_reservation" and not s[k])]
-    return redact("\n".join(f"{k:21s} {s[k]}" for k in shown))
+            "reserved_at_cut", "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests",
+            "retries", "faults", "request_status", "models_down", "nodes_completed", "n_nodes", "trace_complete",
+            "events", "message")
+    lines = []
+    for k in keys:
+        v = s.get(k)
+        if v is None or v == "" or v == {} or (k == "over_reservation" and not v):
+            continue
+        text = shown[k](v) if k in shown and isinstance(v, (int, float, str)) and not isinstance(v, bool) else v
+        lines.append(f"{k:21s} {text}")
+    return redact("\n".join(lines))

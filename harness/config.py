@@ -24,7 +24,7 @@ from simulator.base.settings import check_mcpp_model_names
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.charges import load_price_table
 from simulator.costs.nominal import nominal_budget, nominal_deadline, scale_by_ratio
-from simulator.methods import method_spec, uses_planning, uses_settings
+from simulator.methods import method_label, method_spec, uses_planning, uses_settings
 from simulator.pools.pool import Pool, load_index_file, load_pool
 
 from . import variables
@@ -341,7 +341,7 @@ def _resolved_table(env: Mapping[str, str], cfg: RunConfig) -> dict[str, str]:
     shown["DAG_POOL_PATH"] = cfg.pool_path
     shown["RESULTS_ROOT"] = os.path.dirname(cfg.run_dir)
     shown["N_DAGS"] = f"{len(cfg.dags)}" + ("" if variables.is_set(env, "N_DAGS") else " (all)")
-    shown["METHOD_SET"] = f"{(env.get('METHOD_SET') or '').strip() or 'all'} -> {', '.join(cfg.methods)}"
+    shown["METHOD_SET"] = f"{(env.get('METHOD_SET') or '').strip() or 'all'} -> {', '.join(method_label(m) for m in cfg.methods)}"
     shown["DAGS_PER_SHARD"] = str(cfg.dags_per_shard) + ("" if variables.is_set(env, "DAGS_PER_SHARD") else " (auto)")
     if cfg.mcpp:
         shown["MC_PORTFOLIO_*"] = json.dumps(cfg.mcpp)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.base.errors import ConfigError
-from simulator.methods import method_spec
+from simulator.methods import method_label, method_spec
 
 from .grid import format_value
 from .methods import SUITE_SEP, compared_labels
@@ -86,12 +86,7 @@ _MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">")
 def display_label(label: str) -> str:
     """The name a plot shows for a result label: ``MCPP`` for ``mc_portfolio_rollout`` (variants and suite kept)."""
     method, sep, model = label.partition(SUITE_SEP)
-    base, bracket, rest = method.partition("[")
-    try:
-        shown = method_spec(base).table_label
-    except ConfigError:
-        shown = base
-    return shown + bracket + rest + sep + model
+    return method_label(method) + sep + model
 
 
 def _family(label: str) -> str:
@@ -228,8 +223,13 @@ def _matrix(summary: pd.DataFrame, method: str, value: str = "on_time_rate"):
     return b, d, mat
 
 
-def heatmap_figure(mat, b, d, title, run, summary, cmap="viridis", vmin=0.0, vmax=1.0, fmt="{:.0%}"):
-    """A budget x deadline heatmap; the figure is wide enough for its axis labels, the title wraps to fit."""
+def heatmap_figure(mat, b, d, title, run, summary, cmap="viridis", vmin=0.0, vmax=1.0, fmt="{:.0%}", scale=1.0,
+                   cbar_label="on-time success"):
+    """A budget x deadline heatmap; the figure is wide enough for its axis labels, the title wraps to fit.
+
+    A cell's text is ``fmt`` of its value times ``scale`` (a difference of rates: x 100, in percentage
+    points, never ``%``, which would read as a relative change); the colour bar says what it shows.
+    """
     plt = _mpl()
     width = max(4.6, 2.2 + 0.9 * len(d))
     fig, ax = plt.subplots(figsize=(width, 1.6 + 0.55 * max(len(b), 2)), layout="constrained")
@@ -242,9 +242,12 @@ def heatmap_figure(mat, b, d, title, run, summary, cmap="viridis", vmin=0.0, vma
         for j in range(mat.shape[1]):
             if not np.isnan(mat[i, j]):
                 dark = mat[i, j] < 0.6 if cmap == "viridis" else abs(mat[i, j]) > 0.6 * max(abs(vmin), abs(vmax))
-                ax.text(j, i, fmt.format(mat[i, j]), ha="center", va="center", fontsize=8,
+                ax.text(j, i, fmt.format(scale * mat[i, j]), ha="center", va="center", fontsize=8,
                         color="white" if dark else "black")  # fmt: skip
-    fig.colorbar(im, ax=ax, shrink=0.8)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8)
+    bar.set_label(cbar_label, fontsize=8)
+    tick = fmt.replace("+", "") if scale == 1.0 else fmt
+    bar.ax.yaxis.set_major_formatter(lambda v, _pos: tick.format(scale * v))
     fig.suptitle(wrap_title(title, width - 0.4, 9), fontsize=9)  # over the figure, not the (narrow) axes
     return fig
 
@@ -286,8 +289,10 @@ def plot_jobs(summary, best, cells, labels, out_dir: str, run: dict) -> list[_Jo
         b, d, mat = _matrix(rows, m, "delta")
         lim = max(0.05, float(np.nanmax(np.abs(mat))) if np.isfinite(mat).any() else 0.05)
         jobs.append((os.path.join(out_dir, f"{_safe(m)}_minus_best_baseline.png"), heatmap_figure,
-                     (mat, b, d, f"{display_label(m)} minus the best baseline (on-time success)", run, summary),
-                     {"cmap": "RdBu", "vmin": -lim, "vmax": lim, "fmt": "{:+.0%}"}))  # fmt: skip
+                     (mat, b, d, f"{display_label(m)} minus the best baseline (on-time success, percentage points)", run,
+                      summary),
+                     {"cmap": "RdBu", "vmin": -lim, "vmax": lim, "fmt": "{:+.0f}", "scale": 100.0,
+                      "cbar_label": "difference in on-time success (percentage points)"}))  # fmt: skip
     return jobs
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json, atomic_write_text
+from simulator.costs.modes import cost_unit
 
 from .config import REPO, RunConfig, resolve_config
 from .grid import format_value
@@ -185,9 +186,10 @@ def describe(cfg: RunConfig, record: dict, rd: RunDir, n_done: int) -> str:
         lines.append(f"  planning statistics (robustness): {cfg.planning}")
     lines.append(cfg.grid.describe())
     for name, s in cfg.nominal_summary.items():
+        unit = "model seconds" if "deadline" in name else cost_unit(cfg.cost_mode)
         lines.append(
             f"  {name} over the {len(cfg.dags)} DAGs: min {format_value(round(s['min'], 4))}, "
-            f"median {format_value(round(s['median'], 4))}, max {format_value(round(s['max'], 4))}"
+            f"median {format_value(round(s['median'], 4))}, max {format_value(round(s['max'], 4))} {unit}"
         )
     n_labels = len(record["method_labels"])
     n_rec = len(cfg.dags) * len(cfg.grid.cells()) * n_labels * cfg.n_trials

@@ -8,6 +8,7 @@ import os
 import pandas as pd
 
 from simulator.base.io_utils import atomic_write_text
+from simulator.costs.modes import COST_UNITS
 
 from .plots import display_label
 
@@ -40,8 +41,20 @@ def shown_path(path: str | None) -> str:
     return os.path.basename(path) if rel.startswith("..") or os.path.isabs(rel) else rel
 
 
+def shown_methods(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its method names (index, ``method`` column) as a person reads them (``MCPP``)."""
+    df = df.copy()
+    if "method" in df.columns:
+        df["method"] = [display_label(m) for m in df["method"]]
+    if df.index.name == "method":
+        df.index = [display_label(m) for m in df.index]
+        df.index.name = "method"
+    return df
+
+
 def write_report(out_dir, run, merge_report, summary, paired, best, main_table, pngs) -> str:
     s = run.get("settings", {})
+    unit = COST_UNITS.get(str(s.get("cost_mode")), "budget units")  # an old run's record may lack its mode
     lines = [
         f"# Run `{run.get('run_name')}`",
         "",
@@ -53,7 +66,7 @@ def write_report(out_dir, run, merge_report, summary, paired, best, main_table, 
         f"- pool: `{shown_path(run.get('pool', {}).get('path'))}` (sha256 `{str(s.get('pool_sha256'))[:16]}…`), "
         f"{len(s.get('dags', []))} DAGs, {s.get('n_exec_trials')} trials per (DAG, cell, method)",
         f"- cost mode `{s.get('cost_mode')}`, latency `{s.get('latency_dist')}`, seed {s.get('seed')}",
-        f"- methods: {', '.join(m['label'] for m in run.get('method_labels', []))}",
+        f"- methods: {', '.join(display_label(m['label']) for m in run.get('method_labels', []))}",
     ]
     if s.get("baseline_suite"):
         lines.append(f"- baseline suite (baselines re-run per model): {', '.join(s['baseline_suite'])}")
@@ -63,7 +76,7 @@ def write_report(out_dir, run, merge_report, summary, paired, best, main_table, 
         lines.append(f"- planning statistics (robustness): `{s['planning']}`")
     lines.append(f"- records: {merge_report.get('n_records')} (coverage complete)")
     lines += ["", "## On-time success (%)", "", "Rows: methods; columns: (budget, deadline) cells "
-              "(`r` = multiple of the DAG's nominal scale).", "", _md_table(main_table.reset_index())]  # fmt: skip
+              "(`r` = multiple of the DAG's nominal scale).", "", _md_table(shown_methods(main_table).reset_index())]  # fmt: skip
     if not best.empty:
         first = best.drop_duplicates("cell")
         show = pd.DataFrame({
@@ -75,10 +88,10 @@ def write_report(out_dir, run, merge_report, summary, paired, best, main_table, 
         })  # fmt: skip
         for method in [m for m in dict.fromkeys(best.get("method", pd.Series(dtype=object))) if isinstance(m, str)]:
             b = best[best["method"] == method].set_index("cell").reindex(show["cell"])
-            show[f"{method} %"] = [f"{_pct(r)} [{_pct(lo)}, {_pct(hi)}]"
+            show[f"{display_label(method)} %"] = [f"{_pct(r)} [{_pct(lo)}, {_pct(hi)}]"
                                    for r, lo, hi in zip(b["method_rate"], b["method_ci_low"], b["method_ci_high"])]
             if "diff" in b:
-                show[f"{method} − best (pp, paired)"] = [
+                show[f"{display_label(method)} − best (pp, paired)"] = [
                     f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
                     for d, lo, hi in zip(b["diff"], b["diff_ci_low"], b["diff_ci_high"])
                 ]
@@ -97,19 +110,24 @@ def write_report(out_dir, run, merge_report, summary, paired, best, main_table, 
             shown = display_label(method)
             lines += ["", f"## {shown} minus each baseline (paired)", ""]
             if shown != method:
-                lines += [f"(`{method}` in the tables and records.)", ""]
+                lines += [f"(`{method}` in the records and the .csv/.parquet tables.)", ""]
             lines += [
                       _md_table(p[["cell", "baseline", "n_pairs", "diff (pp)", "95% CI", "95% CI (DAG-clustered)",
                                    "wins/losses"]])]  # fmt: skip
     term = summary[["cell", "method"] + [c for c in summary.columns if c.startswith("share_")]].copy()
     for c in term.columns[2:]:
         term[c] = [f"{100 * x:.0f}" for x in term[c]]
-    lines += ["", "## Termination reasons (% of episodes)", "", _md_table(term)]
+    lines += ["", "## Termination reasons (% of episodes)", "", _md_table(shown_methods(term))]
     cost = summary[["cell", "method", "mean_cost", "mean_cost_share_of_budget", "makespan_p50", "makespan_p90",
                     "mean_planner_ms"]].copy()  # fmt: skip
     for c in cost.columns[2:]:
         cost[c] = [f"{x:.4g}" for x in cost[c]]
-    lines += ["", "## Cost and makespan", "", _md_table(cost)]
+    cost = shown_methods(cost).rename(columns={
+        "mean_cost": f"mean cost ({unit})", "mean_cost_share_of_budget": "mean cost / budget",
+        "makespan_p50": "makespan p50 (model s)", "makespan_p90": "makespan p90 (model s)",
+        "mean_planner_ms": "planner time per episode (wall ms)"})
+    lines += ["", "## Cost and makespan", "", "Model seconds: the simulated clock of the workflow; wall ms: the "
+              "planner's own computing time.", "", _md_table(cost)]
     if pngs:
         lines += ["", "## Plots", ""]
         for p in pngs:

@@ -152,6 +152,21 @@ def canonical_method(name: str) -> str:
     return REGISTRY.canonical(name)
 
 
+def method_label(name: str) -> str:
+    """The name a person reads (tables, reports, headers, plots): ``MCPP`` for ``mc_portfolio_rollout``.
+
+    A variant keeps its brackets (``MCPP[crn]``); a baseline, its name; an
+    unknown name is returned as given. Records and files keep the registered
+    name (the published code's), so only what is printed or drawn calls this.
+    """
+    base, bracket, rest = str(name).partition("[")
+    try:
+        spec = method_spec(base)
+    except ConfigError:
+        return str(name)
+    return spec.table_label + bracket + rest
+
+
 def is_baseline(method: str) -> bool:
     """Whether the analysis compares the other methods with ``method`` (False for unknown names)."""
     try:

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-#: modules the LiteLLM proxy imports beyond litellm itself (requirements.txt's test extras)
+#: modules the LiteLLM proxy imports beyond litellm itself (pinned in requirements-test.txt)
 PROXY_MODULES = ("litellm", "uvicorn", "fastapi", "websockets", "backoff", "apscheduler", "jwt", "multipart",
                  "redis", "cryptography", "semver", "expression", "fastapi_sso", "mcp", "soundfile", "uvloop")
 

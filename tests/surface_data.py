@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.base.scoring import wilson_bounds
+from simulator.methods import method_label
 
 #: (id, display name, baseline, budget shift, deadline shift): a negative shift reaches a level with less
 #: budget / time; the static baseline is fast (parallel dispatch) but costly, so it beats MCPP at short deadlines
@@ -146,7 +147,8 @@ def write_surface(
         manifest.update({
             "format_version": 1, "budget_unit": unit, "deadline_unit": "s", "cost_mode": "token_cost_mean",
             "execution_rules": "published", "seed": seed, "approximation": None,
-            "methods": [{"id": m, "display_name": name, "baseline": base} for m, name, base, *_ in methods],
+            "methods": [{"id": m, "display_name": name, "label": method_label(m), "baseline": base}
+                        for m, name, base, *_ in methods],
             "pool": {"path": "examples/example_pool.jsonl", "sha256": "0" * 64},
         })
     (data_dir / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -93,4 +94,33 @@ def test_harness_runs_it_with_a_variant_beside_it(tmp_path):
     assert set(paired["baseline"]) == {"sequential", "cheapest_first"}
     with open(os.path.join(run, "analysis", "report.md"), encoding="utf-8") as fh:
         text = fh.read()
-    assert "MCPP[M=8] minus each baseline" in text and "`mc_portfolio_rollout[M=8]` in the tables" in text
+    assert "MCPP[M=8] minus each baseline" in text and "`mc_portfolio_rollout[M=8]` in the records" in text
+
+
+def _harness_lines(text: str) -> list[dict[str, str]]:
+    """The variables of each ``VAR=value ... bash run_experiment.sh local`` command in ``text``'s bash blocks."""
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if "bash run_experiment.sh local" in line:
+                words = shlex.split(line.split("bash run_experiment.sh", 1)[0].rsplit("&&", 1)[-1])
+                out.append(dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_][A-Z0-9_]*=", w)))
+    return out
+
+
+def test_the_pages_grid_commands_run_right_after_readme_command_1(tmp_path):
+    """Command 1 made the run `example`; each grid command of the page names a run of its own (RUN_NAME), so
+    the harness takes it instead of refusing a run directory that holds other settings."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        first = _harness_lines(fh.read())[0]  # command 1: the README's first harness command
+    assert first.get("N_DAGS") and "RUN_NAME" not in first
+    with open(DOC, encoding="utf-8") as fh:
+        page = _harness_lines(fh.read())
+    assert len(page) == 2 and all(v.get("RUN_NAME") for v in page)
+    root = {"RESULTS_ROOT": str(tmp_path / "runs")}
+    harness("prepare", {**root, **first})
+    for variables in page:
+        harness("prepare", {**root, **variables})
+        without = {k: v for k, v in variables.items() if k != "RUN_NAME"}  # as the page read before
+        refused = harness("prepare", {**root, **without}, check=False)
+        assert refused.returncode != 0, variables

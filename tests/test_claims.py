@@ -216,7 +216,7 @@ def test_end_to_end_analyze_and_claims_outputs(tmp_path):
     an = run / "analysis"
     tex = (an / "main_table.tex").read_text()
     assert tex.startswith("\\begin{tabular}") and "\\toprule" in tex and "\\bottomrule" in tex
-    assert "mc\\_portfolio\\_rollout" in tex
+    assert "MCPP" in tex and "mc\\_portfolio\\_rollout" not in tex  # the name a reader knows
     pngs = [os.path.join(d, f) for d, _, fs in os.walk(an / "plots") for f in fs if f.endswith(".png")]
     assert pngs
     for png in pngs:

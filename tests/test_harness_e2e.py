@@ -35,7 +35,7 @@ def test_local_end_to_end_all_methods_suite_and_report(tmp_path):
     rd = _run_dir(tmp_path)
     # the resolved settings, the grid and the final main table are printed
     assert "Resolved settings:" in proc.stdout and "grid (axes): 1 budget(s), 2 cell(s)" in proc.stdout
-    assert "On-time success (%)" in proc.stdout and "mc_portfolio_rollout" in proc.stdout
+    assert "On-time success (%)" in proc.stdout and "\nMCPP " in proc.stdout and "mc_portfolio_rollout" not in proc.stdout
     report = json.load(open(os.path.join(rd, "merged", "merge_report.json")))
     assert report["complete"] and report["n_records"] == 2 * 2 * (13 + 12) * 3
     rec = json.loads(open(os.path.join(rd, "merged", "cells", "B_r1__D_r2", "records.jsonl")).readline())

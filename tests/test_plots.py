@@ -108,9 +108,35 @@ def test_heatmap_titles_fit_any_grid_shape(n_budgets, n_deadlines):
     mat = np.zeros((n_budgets, n_deadlines))
     fig = heatmap_figure(mat, list(range(n_budgets)), list(range(n_deadlines)),
                          "MCPP minus the best baseline (on-time success)", RUN, summary, cmap="RdBu",
-                         vmin=-0.2, vmax=0.2, fmt="{:+.0%}")  # fmt: skip
+                         vmin=-0.2, vmax=0.2, fmt="{:+.0f}", scale=100.0, cbar_label="percentage points")  # fmt: skip
     try:
         _check_layout(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_the_difference_heatmap_labels_percentage_points_and_its_colour_bar(tmp_path):
+    """A difference of rates is in percentage points (+26, never +26%, a relative change), the bar labelled."""
+    import matplotlib.pyplot as plt
+
+    from harness.plots import plot_jobs
+
+    labels = list(METHOD_ORDER)
+    summary = _summary(labels, [0.5, 1.0, 2.0], [1.0, 2.0])
+    (job,) = [j for j in plot_jobs(summary, _best(summary), None, labels, str(tmp_path), RUN)
+              if j[0].endswith("_minus_best_baseline.png")]
+    _path, build, args, kw = job
+    fig = build(*args, **kw)
+    try:
+        ax, bar_ax = fig.axes[0], fig.axes[1]
+        texts = [t.get_text() for t in ax.texts]
+        assert texts and all("%" not in t for t in texts) and all(t[0] in "+-" for t in texts), texts
+        assert "percentage points" in bar_ax.get_ylabel()
+        title = fig._suptitle.get_text().replace("\n", " ")
+        assert "percentage points" in title and title.startswith("MCPP")
+        fig.canvas.draw()
+        ticks = [t.get_text() for t in bar_ax.get_yticklabels()]
+        assert ticks and all("%" not in t for t in ticks), ticks
     finally:
         plt.close(fig)
 

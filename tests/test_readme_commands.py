@@ -19,10 +19,11 @@ import shlex
 import subprocess
 import sys
 
+import human_text
 import pytest
 from harness_util import ROOT, clean_env
 
-from simulator.methods import METHOD_ORDER, is_baseline, resolve_methods
+from simulator.methods import METHOD_ORDER, is_baseline, method_label, resolve_methods
 
 pytestmark = pytest.mark.slow
 
@@ -91,7 +92,7 @@ def test_readme_commands_make_what_the_readme_shows(tmp_path):
     ratios = vars1["BUDGET_RATIOS"].split()
     assert table[0].split()[1:] == [f"B_r{r}__D_r1" for r in ratios]
     rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in table[2:2 + len(METHOD_ORDER)]}
-    assert list(rows) == list(METHOD_ORDER) and len(METHOD_ORDER) == 13
+    assert list(rows) == [method_label(m) for m in METHOD_ORDER] and len(METHOD_ORDER) == 13  # MCPP by its name
     assert all(len(v) == len(ratios) and all(0 <= x <= 100 for x in v) for v in rows.values())
     # the report and plots where the README says they land
     analysis = tmp_path / _readme_path("the report and plots land in")
@@ -100,6 +101,8 @@ def test_readme_commands_make_what_the_readme_shows(tmp_path):
     assert "- pool: `examples/example_pool.jsonl`" in report and ROOT not in report and str(tmp_path) not in report
     assert f"{vars1['N_DAGS']} DAGs, {vars1['N_EXEC_TRIALS']} trials" in report
     assert "## MCPP minus each baseline (paired)" in report
+    human_text.check(out, "README command 1 (its printed settings and table)")
+    human_text.check(report, "README command 1's report.md")
     for plot in ("success_vs_budget", "mc_portfolio_rollout_minus_best_baseline"):
         assert (analysis / "plots" / f"{plot}.png").stat().st_size > 0
         assert not (analysis / "plots" / f"{plot}.pdf").exists()  # vector formats only when PLOT_FORMATS asks
@@ -111,7 +114,7 @@ def test_readme_commands_make_what_the_readme_shows(tmp_path):
     (line,) = [c for c in _commands(_block("run_experiment.sh surface\n"))]
     vars2, argv = _harness_command(line)
     assert argv[-1] == "surface" and "SURFACE_METHODS" in vars2 and "N_DAGS" in vars2
-    _run(argv, clean_env(RESULTS_ROOT=str(results_root), **vars2))
+    human_text.check(_run(argv, clean_env(RESULTS_ROOT=str(results_root), **vars2)).stdout, "the surface command")
     surface = tmp_path / _readme_path("It lands in")
     manifest = json.loads((surface / "manifest.json").read_text(encoding="utf-8"))
     methods = resolve_methods(vars2["SURFACE_METHODS"])
@@ -149,5 +152,8 @@ def test_readme_one_off_questions_answer(tmp_path):
     result = json.loads(simulate_json)
     assert result["method"] == "mc_portfolio_rollout" and result["trials"] == 20  # --method MCPP, recorded by name
     assert plan.strip()
+    for what, out in zip(lines, outs):  # what a person reads: MCPP by name, quantities with units (JSON excepted)
+        human_text.check(out, what)
+    assert "budget (tokens)" in predict  # predict prints its table
     out_dir = shlex.split(lines[-1])[shlex.split(lines[-1]).index("--out") + 1]
     assert any(name.startswith("predict.") for name in os.listdir(tmp_path / out_dir))

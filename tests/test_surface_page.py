@@ -47,7 +47,7 @@ def _browser_missing() -> str | None:
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "no browser for the page tests: the selenium package is not installed (requirements.txt)"
+        return "no browser for the page tests: the selenium package is not installed (requirements-test.txt)"
     return None
 
 
@@ -389,6 +389,8 @@ def test_method_switch_and_difference_with_the_best_baseline(driver, www):
     assert _el(driver, "view-diff").is_selected()
     assert "minus the best baseline" in _text(driver, "chart-title")
     assert "v=diff" in driver.current_url
+    # the deep link names MCPP as a person does; the published code's name stays in the files
+    assert "m=MCPP" in driver.current_url and "mc_portfolio_rollout" not in driver.current_url
     # the difference map: the diverging scale over +-(the largest |difference|, in tens); blue = MCPP better
     best_grid = [[max((per[k][i][j] for k in bases if per[k][i][j] is not None), default=None) for j in range(10)]
             for i in range(10)]
@@ -517,6 +519,44 @@ def test_narrow_window_stacks_panels_and_keeps_the_list(driver, www):
             assert below == (width == 600)  # one column on a narrow window, the list beside the map otherwise
     finally:
         driver.set_window_size(1400, 1000)
+
+
+def test_a_phone_390_px_wide_scrolls_only_down_and_its_axis_labels_do_not_collide(driver, www, tmp_path):
+    """At a phone's width (390 CSS px, a 3x screen) nothing is wider than the screen (the dataset badge once
+    was 661 px), the deadline labels under the map do not overlap, and a deep link names the method by its id
+    (older links) or its label (m=MCPP, what the page writes)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True})
+    try:
+        for data, query in (("small/", "codeflow_000"), ("published/", None)):
+            _open(driver, www["url"] + data, query)
+            _wait(driver, "document.getElementById('heatmap').dataset.xlabels")
+            inner, scroll = driver.execute_script(
+                "return [window.innerWidth, document.documentElement.scrollWidth]")
+            assert inner == 390 and scroll <= inner, (data, scroll)
+            wide = driver.execute_script("""
+                const w = window.innerWidth, out = [];
+                for (const e of document.querySelectorAll('body *')) {
+                  const r = e.getBoundingClientRect();
+                  if (r.width && e.offsetParent !== null && (r.left < -1 || r.right > w + 1))
+                    out.push((e.id || e.className || e.tagName) + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+                }
+                return out;""")
+            assert not wide, (data, wide[:5])
+            boxes = json.loads(driver.execute_script("return document.getElementById('heatmap').dataset.xlabels"))
+            width = driver.execute_script("return document.getElementById('heatmap').clientWidth")
+            assert len(boxes) >= 2, boxes  # the ends at least: the axis is still read
+            assert all(0 <= a < b <= width for a, b in boxes), (boxes, width)
+            assert all(b1 + 4 <= a2 for (_, b1), (a2, _) in zip(boxes, boxes[1:])), boxes  # none touches the next
+            font = driver.execute_script("return parseFloat(getComputedStyle(document.body).fontSize)")
+            assert font >= 14
+        _screenshot(driver, tmp_path, "surface_390px.png")
+        _open(driver, www["url"] + "small/#m=sequential_4", "codeflow_000")
+        assert driver.execute_script("return document.getElementById('method').value") == "sequential_4"
+        _open(driver, www["url"] + "small/#m=MCPP", "codeflow_000")
+        assert driver.execute_script("return document.getElementById('method').value") == "mc_portfolio_rollout"
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ import numpy as np
 from simulator.base.errors import UserError
 from simulator.base.io_utils import atomic_write_text, dumps_compact
 from simulator.base.scoring import wilson_bounds
-from simulator.methods import method_spec
+from simulator.methods import method_label, method_spec
 
 from .job import JOB_DIR, check_part, load_job
 
@@ -131,8 +131,8 @@ def merge_surface(run_dir: str, write_page=True, log=print) -> dict:
         "missing_cells": counts["missing"], "partial_cells": 0, "missing_policy": "missing",
         "public_data_notice": NOTICE, "model_ids": models, "model_display_names": models,
         "format_version": FORMAT_VERSION,
-        "methods": [{"id": m, "display_name": method_spec(m).display_name, "baseline": bool(method_spec(m).baseline)}
-                    for m in cfg.methods],
+        "methods": [{"id": m, "display_name": method_spec(m).display_name, "label": method_label(m),
+                     "baseline": bool(method_spec(m).baseline)} for m in cfg.methods],
         "budget_unit": UNITS.get(cfg.cost_mode, cfg.cost_mode), "deadline_unit": "s", "cost_mode": cfg.cost_mode,
         "execution_rules": cfg.execution_rules, "seed": cfg.seed, "approximation": None,
         "pool": {"path": cfg.pool_path, "sha256": _sha256(cfg.pool_path)},

@@ -32,9 +32,10 @@ from simulator.cli.args import (
     resolve_budget_deadline,
 )
 from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
+from simulator.costs.modes import cost_unit
 from simulator.engine.registry import EXECUTION_RULES, Execution, MethodSpec, execution_of
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args
-from simulator.methods import METHOD_ORDER, method_spec
+from simulator.methods import METHOD_ORDER, method_label, method_spec
 from simulator.pools.pool import Pool, load_pool
 
 #: below this many trials `simulate` runs a baseline on one thread (see run_chunk)
@@ -182,11 +183,12 @@ def cmd_simulate(argv: Sequence[str]) -> int:
     if args.json:
         print(dumps_strict(result))
     else:
-        print(f"{args.method} on DAG {i} ({pool[i].problem_id}), budget {budget:g}, deadline {deadline:g}, "
-              f"{result['trials']} trials")
-        print(f"  on-time completion probability: {result['on_time_completion_probability']:.4f} "
-              f"(95% CI {lo:.4f} - {hi:.4f})")
-        print(f"  mean cost: {result['mean_cost']:.6g}   mean makespan: {result['mean_makespan']:.4g} s")
+        unit = cost_unit(run.setting.cost_mode)
+        print(f"{method_label(args.method)} on DAG {i} ({pool[i].problem_id}), budget {budget:.6g} {unit}, "
+              f"deadline {deadline:.4g} model seconds, {result['trials']} trials ({args.execution_rules} rules)")
+        print(f"  on-time completion probability: {result['on_time_completion_probability']:.1%} "
+              f"(95% interval {lo:.1%} - {hi:.1%})")
+        print(f"  mean cost: {result['mean_cost']:.6g} {unit}   mean makespan: {result['mean_makespan']:.4g} model seconds")
         print(f"  termination: {result['termination']}")
     return 0
 

@@ -34,6 +34,7 @@ from simulator.cli.args import (
     resolve_budget_deadline,
 )
 from simulator.costs.arrays import dag_arrays
+from simulator.costs.modes import cost_unit
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import ATOMIC, EXECUTION_RULES, PUBLISHED, execution_of
 from simulator.mcpp.api import plan
@@ -85,22 +86,37 @@ def plan_main(argv: Sequence[str]) -> int:
     if args.json:
         print(dumps_strict(out))
         return 0
-    print(f"DAG {i} ({stats.problem_id!r}, {stats.n_nodes} nodes)   budget {budget:.6g}   deadline {deadline:.6g} s"
-          f"   ({args.execution_rules} rules)")
+    P = resolve_params(params)
+    unit = cost_unit(setting.cost_mode)
+    print(f"DAG {i} ({stats.problem_id!r}, {stats.n_nodes} nodes)   budget {budget:.6g} {unit}   "
+          f"deadline {deadline:.4g} model seconds   ({args.execution_rules} rules)")
     print("first decision:")
     for nid, (m, c) in res.action.items():
         print(f"  node {nid}: {c} x {m}")
     if res.member:
         print(f"  (estimated as: this action, then Seq-({res.member[0]}, {res.member[1]}))")
-    print(
-        f"estimated completion probability: {res.estimate:.4f} "
-        f"(Hoeffding +/- {res.epsilon:.3f} over all pairs)"
-    )
+    print(f"estimated completion probability: {res.estimate:.1%}")
+    print(f"  how sure: with probability {1 - P.delta:.0%}, every (candidate, continuation) pair's estimate is "
+          f"within {100 * res.epsilon:.1f} percentage points of its true probability, all pairs at once "
+          f"(Hoeffding's inequality over the pairs evaluated, {P.M} simulations each)")
     if res.interval is not None:
-        print(f"anytime planner: 95% interval [{res.interval[0]:.3f}, {res.interval[1]:.3f}]"
+        print(f"anytime planner: 95% interval [{res.interval[0]:.1%}, {res.interval[1]:.1%}]"
               + ("; stopped by the time limit" if res.limit_hit else ""))  # fmt: skip
-    print(f"{res.n_candidates} candidates ({res.mode}), {res.n_simulations} simulations, {res.wall_ms:.0f} ms")
+    print(f"{res.n_candidates} candidates ({res.mode}), {res.n_simulations} simulations, {res.wall_ms:.0f} ms of "
+          "wall-clock planning")
     return 0
+
+
+def predict_table(rows: list[dict], unit: str) -> str:
+    """``predict``'s cells as a table a person reads: MCPP's realized on-time rate per (budget, deadline)."""
+    head = (f"{'budget (' + unit + ')':>16} {'deadline (model s)':>18} {'on time':>8} {'95% interval':>15} "
+            f"{'mean cost (' + unit + ')':>20}")
+    lines = ["MCPP's on-time completion per cell:", head]
+    for r in rows:
+        interval = f"{r['wilson_lo']:.0%}-{r['wilson_hi']:.0%}"
+        lines.append(f"{r['budget']:>16.6g} {r['deadline']:>18.4g} {r['completion_probability']:>8.1%} "
+                     f"{interval:>15} {r['mean_cost']:>20.6g}")
+    return "\n".join(lines)
 
 
 def add_rules_argument(ap: argparse.ArgumentParser) -> None:
@@ -205,6 +221,7 @@ def predict_main(argv: Sequence[str]) -> int:
     if bar is not None:
         bar.close()
     _write_outputs(str(out_dir), rows, budgets, deadlines, stats, resolved.record(), args.seed)
+    print(predict_table(rows, cost_unit(setting.cost_mode)))
     print(f"wrote {args.out}/predict.csv, predict.json, predict.png ({len(rows)} cells x {args.trials} trials)")
     return 0
 

@@ -18,6 +18,9 @@ COST_MODE_ALIASES = {
     "cost": "cost_mean",
     "latency": "lat_mean",
 }
+#: the unit of a budget and a cost in each mode, in printed text (``lat_mean`` charges seconds of model time)
+COST_UNITS = {"token_cost_mean": "tokens", "output_money_cost_mean": "dollars", "cost_mean": "cost units",
+              "lat_mean": "model seconds"}
 #: parametric latency distributions of the rows' (lat_mean, lat_std)
 LATENCY_DISTS = ("lognormal", "gamma", "gaussian")
 
@@ -30,3 +33,8 @@ def normalize_cost_mode(mode: str) -> str:
         choices = ", ".join(COST_MODES + tuple(COST_MODE_ALIASES))
         raise ConfigError(f"unknown cost mode {mode!r}; choose one of: {choices}")
     return m
+
+
+def cost_unit(mode: str) -> str:
+    """The unit printed after a budget or a cost of cost mode ``mode`` (aliases accepted)."""
+    return COST_UNITS[normalize_cost_mode(mode)]

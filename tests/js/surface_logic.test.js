@@ -99,6 +99,17 @@ test("tickIndices: every index of a short axis, else the ends, quarters and midd
   assert.deepEqual(L.tickIndices(100), [0, 25, 50, 74, 99]);
 });
 
+test("fitLabels: labels that would touch are dropped, the last kept over its neighbour, none past the edges", () => {
+  // wide enough: all five
+  assert.deepEqual(L.fitLabels([20, 80, 140, 200, 260], [40, 40, 40, 40, 40], 6, 0, 300), [0, 1, 2, 3, 4]);
+  // a phone: 50-px labels 45 px apart -> every other one, and the last in place of the one before it
+  assert.deepEqual(L.fitLabels([30, 75, 120, 165, 210], [50, 50, 50, 50, 50], 6, 0, 240), [0, 2, 4]);
+  assert.deepEqual(L.fitLabels([30, 75, 120, 165], [50, 50, 50, 50], 6, 0, 240), [0, 3]);
+  // a label running past the canvas is not drawn
+  assert.deepEqual(L.fitLabels([10, 100], [40, 40], 6, 0, 300), [1]);
+  assert.deepEqual(L.fitLabels([], [], 6, 0, 300), []);
+});
+
 test("contour: a step between two columns is one straight line at their border, frame to frame", () => {
   const grid = [[0, 0, 100, 100], [0, 0, 100, 100], [0, 0, 100, 100]];
   const lines = L.contour(grid, 50);

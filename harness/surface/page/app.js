@@ -293,11 +293,18 @@
     ctx.strokeRect(geom.x - 0.5, geom.y - 0.5, pw + 1, ph + 1);
     ctx.fillStyle = "#4a5565"; ctx.font = "12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
     ctx.textAlign = "center"; ctx.textBaseline = "top";
-    L.tickIndices(geom.nd).forEach(function (i) {
-      var tx = geom.x + (i + 0.5) * geom.cw;
-      ctx.fillRect(tx - 0.5, geom.y + ph, 1, 4);
-      ctx.fillText(fmtDeadline(S.axes.deadlines[i]), tx, geom.y + ph + 7);
+    // deadline labels: only those that fit side by side within the canvas (a phone's narrow plot)
+    var xi = L.tickIndices(geom.nd), xs = xi.map(function (i) { return geom.x + (i + 0.5) * geom.cw; });
+    var xt = xi.map(function (i) { return fmtDeadline(S.axes.deadlines[i]); });
+    var kept = L.fitLabels(xs, xt.map(function (t) { return ctx.measureText(t).width; }), 6, 0, canvas.clientWidth);
+    var boxes = [];
+    kept.forEach(function (k) {
+      var w = ctx.measureText(xt[k]).width;
+      ctx.fillRect(xs[k] - 0.5, geom.y + ph, 1, 4);
+      ctx.fillText(xt[k], xs[k], geom.y + ph + 7);
+      boxes.push([Math.round(xs[k] - w / 2), Math.round(xs[k] + w / 2)]);
     });
+    canvas.dataset.xlabels = JSON.stringify(boxes);  // what the browser test checks: no two overlap
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
     L.tickIndices(geom.nb).forEach(function (i) {
       var ty = geom.y + ph - (i + 0.5) * geom.ch;
@@ -550,7 +557,7 @@
     if (!q) return;
     var p = new URLSearchParams();
     p.set("q", q.query_id);
-    if (S.methods.length > 1) p.set("m", S.method);
+    if (S.methods.length > 1) p.set("m", methodById(S.method).label);  // the name a person reads (MCPP)
     p.set("b", String(S.b));
     p.set("d", String(S.d));
     if (S.view === "diff") p.set("v", "diff");
@@ -638,7 +645,9 @@
     });
     // opens on the first method compared with the baselines (MCPP), whatever order the run listed them in
     var compared = S.methods.filter(function (m) { return !m.baseline; })[0] || S.methods[0];
-    S.method = hash.m && S.methods.some(function (m) { return m.id === hash.m; }) ? hash.m : compared.id;
+    // a link names the method by its label (m=MCPP) or, as older links do, by its id
+    var linked = hash.m && S.methods.filter(function (m) { return m.label === hash.m || m.id === hash.m; })[0];
+    S.method = linked ? linked.id : compared.id;
     sel.value = S.method;
     $("method-control").hidden = S.methods.length < 2;
     $("view-control").hidden = !S.hasDiff;
@@ -778,8 +787,11 @@
       }
       var mf = S.manifest;
       S.published = !(Array.isArray(mf.methods) && mf.methods.length);
-      S.methods = S.published ? [{ id: "success", display_name: "Success", baseline: false }] :
-        mf.methods.map(function (m) { return { id: String(m.id), display_name: m.display_name || String(m.id), baseline: !!m.baseline }; });
+      S.methods = S.published ? [{ id: "success", display_name: "Success", label: "success", baseline: false }] :
+        mf.methods.map(function (m) {
+          return { id: String(m.id), display_name: m.display_name || String(m.id), label: m.label || String(m.id),
+                   baseline: !!m.baseline };
+        });
       S.hasDiff = S.methods.some(function (m) { return m.baseline; }) && S.methods.some(function (m) { return !m.baseline; });
       S.unit = mf.budget_unit === "tokens" ? "tokens" : "USD";
       var hash = readHash();

@@ -84,6 +84,27 @@
     return out;
   }
 
+  /** Which of the tick labels to draw so that none overlaps another or leaves [lo, hi]: labels centred at
+   *  `centers[k]`, `widths[k]` wide, at least `gap` apart, taken left to right (the first that fits wins),
+   *  then the last one kept in place of its left neighbour when only it was dropped. Returns positions in
+   *  the input lists. On a phone the deadline labels of a 100-wide axis would otherwise run together. */
+  function fitLabels(centers, widths, gap, lo, hi) {
+    var out = [], right = -Infinity, k;
+    function fits(k, after) {
+      var a = centers[k] - widths[k] / 2, b = centers[k] + widths[k] / 2;
+      return a >= lo && b <= hi && a >= after + gap;
+    }
+    for (k = 0; k < centers.length; k++) {
+      if (fits(k, right)) { out.push(k); right = centers[k] + widths[k] / 2; }
+    }
+    var last = centers.length - 1;
+    if (last > 0 && out[out.length - 1] !== last && out.length > 1) {
+      var prev = out[out.length - 2];
+      if (fits(last, centers[prev] + widths[prev] / 2)) out[out.length - 1] = last;
+    }
+    return out;
+  }
+
   /** Contour lines of `grid` at level `t` (marching squares), as polylines in cell units: x along
    *  deadlines, y along budgets, both 0..n with cell k spanning [k, k + 1]. The grid is padded with its
    *  edge values so that lines run to the frame; squares with a missing corner are skipped; a saddle is
@@ -156,6 +177,6 @@
 
   return {
     cell: cell, bestAt: bestAt, diffGrid: diffGrid, cheapestIndex: cheapestIndex, diffRange: diffRange,
-    ramp: ramp, tickIndices: tickIndices, contour: contour, chain: chain
+    ramp: ramp, tickIndices: tickIndices, fitLabels: fitLabels, contour: contour, chain: chain
   };
 });
