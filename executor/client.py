@@ -17,6 +17,8 @@ kind               what happened                                    reservation 
 ``http_429``       rate limited (``Retry-After``: the endpoint's    released            retried after the gate
                    gate closes for every sample and run)
 ``http_5xx``       server error                                     released            retried
+``gw_timeout``     408, 499, 504, 524: a timeout or cancellation    possibly billed     retried, fresh reservation
+                   reported by something in between
 ``connect``        connection refused (never reached the server)    released            retried
 ``reset``          connection closed after the request was sent     possibly billed     retried, fresh reservation
 ``timeout``        no whole answer within the timeout               possibly billed     retried, fresh reservation
@@ -33,6 +35,11 @@ kind               what happened                                    reservation 
                    a 400 that reads as a bad key or an unknown
                    model, a 429 that reads as out of quota/budget
 =================  ===============================================  ==================  =========================
+
+A 5xx or 429 from a gateway known to retry (``errors_may_bill``, or an
+answer whose retry-count header says it retried) is possibly billed too: the
+rule is :func:`executor.gateway.error_billing`, and the retries a gateway
+says it made travel in :attr:`TryResult.gateway_retries` to the trace.
 """
 
 from __future__ import annotations
@@ -53,14 +60,15 @@ import httpx
 from codeflow.llm_client import FATAL_STATUS, estimate_tokens, parse_retry_after
 from executor.decoding import ACCEPT_ENCODING, BodyDecoder, DecodeFault, TooLarge
 from executor.endpoints import Endpoint, request_secrets
+from executor.gateway import TIMEOUT_STATUSES, error_billing, gateway_retries
 from executor.ledger import RELEASED, SETTLED, UNBILLED, billing_of
 from executor.redact import redact
 
 #: faults a sample retries (with a fresh reservation when the last one may have been billed)
-RETRYABLE = frozenset({"http_429", "http_5xx", "connect", "reset", "timeout", "decode_error", "too_large",
+RETRYABLE = frozenset({"http_429", "http_5xx", "gw_timeout", "connect", "reset", "timeout", "decode_error", "too_large",
                        "invalid_json", "no_choices", "mismatch"})
 #: faults that count towards an endpoint being down (unavailable: it does not answer)
-DOWN_KINDS = frozenset({"connect", "reset", "http_5xx", "timeout"})
+DOWN_KINDS = frozenset({"connect", "reset", "http_5xx", "gw_timeout", "timeout"})
 #: a 429 whose body says this, is a refusal (out of quota or budget), not a busy signal
 PERMANENT_429 = re.compile(r"insufficient_quota|exceeded your current quota|quota exceeded|out of quota|"
                            r"crossed budget|budget exceeded|exceeded budget|max budget|billing", re.I)
@@ -87,6 +95,8 @@ class TryResult:
     #: what the answer did beyond the contract, counted in the request's ``faults``: ``extra_choices`` (more than
     #: the one choice asked), ``duplicate_keys``, ``model_mismatch``, ``stale_bytes`` (its connection was dropped)
     notes: list[str] = field(default_factory=list)
+    #: retries a gateway says it made upstream for this answer (a retry-count header), None when none says
+    gateway_retries: int | None = None
 
 
 def clean_text(s: str) -> tuple[str, bool]:
@@ -211,20 +221,29 @@ def said(text: str) -> str:
     return redact(text)[:DETAIL_CHARS]
 
 
-def classify_error(status: int, raw: bytes, headers: Mapping[str, str]) -> TryResult:
-    """A complete error answer: not billed; what it means for the request, the endpoint and the run."""
+def classify_error(status: int, raw: bytes, headers: Mapping[str, str], retrying_gateway: bool = False) -> TryResult:
+    """A complete error answer: what it means for the request, the endpoint, the run and the bill
+    (:func:`executor.gateway.error_billing`; ``retrying_gateway``: the endpoint's ``errors_may_bill``)."""
     msg = error_message(raw)
     detail = f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
     retry = parse_retry_after(headers)
-    if status == 429:
-        if PERMANENT_429.search(msg):
-            return TryResult("http_fatal", status_code=status, detail=detail)
-        return TryResult("http_429", status_code=status, retry_after=retry, detail=detail)
-    if status >= 500:
-        return TryResult("http_5xx", status_code=status, retry_after=retry, detail=detail)
-    if status in FATAL_STATUS or (status == 400 and ENDPOINT_400.search(msg)):
-        return TryResult("http_fatal", status_code=status, detail=detail)
-    return TryResult("http_4xx", status_code=status, detail=detail)
+    retried = gateway_retries(headers)
+    if retried:
+        detail = f"{detail} (after {retried} gateway retr{'y' if retried == 1 else 'ies'})"
+    if status in TIMEOUT_STATUSES:
+        kind = "gw_timeout"
+    elif status == 429:
+        kind = "http_fatal" if PERMANENT_429.search(msg) else "http_429"
+    elif status >= 500:
+        kind = "http_5xx"
+    elif status in FATAL_STATUS or (status == 400 and ENDPOINT_400.search(msg)):
+        kind = "http_fatal"
+    else:
+        kind = "http_4xx"
+    billing = error_billing(status, retrying_gateway=retrying_gateway, retries=retried,
+                            permanent=kind == "http_fatal")
+    return TryResult(kind, status_code=status, retry_after=retry if kind in ("http_429", "http_5xx", "gw_timeout")
+                     else None, detail=detail, billing=billing, gateway_retries=retried)
 
 
 def response_cap(ep: Endpoint) -> int:
@@ -321,14 +340,12 @@ def classify_answer(ep: Endpoint, status: int, raw: bytes, headers: Mapping[str,
             return TryResult("invalid_json", status_code=200, detail=why, billing=UNBILLED)
         res = classify_body(data, messages, dup, ep.model)
         res.bad_text = res.bad_text or bad
+        res.gateway_retries = gateway_retries(headers)
         return res
     if 200 < status < 300 or 300 <= status < 400:
         return TryResult("invalid_json", status_code=status, detail=f"HTTP {status} is not an answer",
                          billing=UNBILLED)
-    res = classify_error(status, raw, headers)
-    if ep.errors_may_bill and res.kind == "http_5xx":  # a gateway's 5xx may hide tries the backend billed
-        res.billing = UNBILLED
-    return res
+    return classify_error(status, raw, headers, ep.errors_may_bill)
 
 
 def drop_if_stale(resp: httpx.Response) -> bool:
@@ -412,8 +429,9 @@ class EndpointHealth:
         self._fails: dict[str, tuple[int, float]] = {}
         self._refusals: dict[str, int] = {}
 
-    def record(self, model_id: str, kind: str) -> bool:
-        """Record a try's outcome; True when the endpoint is now considered down."""
+    def record(self, model_id: str, kind: str, weight: int = 1) -> bool:
+        """Record a try's outcome; True when the endpoint is now considered down. ``weight``: the failed tries
+        it stands for (1 + the retries a gateway said it made upstream before answering with this failure)."""
         if kind == "http_fatal":
             return True
         if kind == "http_4xx":
@@ -421,8 +439,9 @@ class EndpointHealth:
             return self._refusals[model_id] >= self.refusals_down
         if kind in DOWN_KINDS:
             n, since = self._fails.get(model_id, (0, time.monotonic()))
-            self._fails[model_id] = (n + 1, since)
-            return n + 1 >= self.down_after and time.monotonic() - since >= self.down_for_s
+            n += max(1, int(weight))
+            self._fails[model_id] = (n, since)
+            return n >= self.down_after and time.monotonic() - since >= self.down_for_s
         if kind == "http_429":
             return False
         self._fails.pop(model_id, None)

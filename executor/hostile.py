@@ -79,6 +79,17 @@ FAULT_CLASSES: dict[str, tuple[bool, str]] = {
     "unknown_model_400": (False, "400 '/chat/completions: Invalid model name passed in model=...' (LiteLLM's "
                                  "own answer to an unknown model)"),
     "http_500": (False, "500 server error"),
+    # -- what a gateway between us and the provider answers (issue 41; :meth:`HostileWorld._gateway`) --
+    "gw_timeout_408": (True, "the answer produced and billed upstream; the gateway's request timeout fires: 408 "
+                             "(Portkey's request_timeout)"),
+    "gw_timeout_504": (True, "the answer produced and billed upstream; the gateway gives up: 504 Gateway Timeout"),
+    "cdn_timeout_524": (True, "the answer produced and billed upstream; a CDN's origin timeout: 524"),
+    "gw_retry_500": (False, "a gateway retried an upstream 500 twice (its backoff slept), then 500 with "
+                            "x-portkey-retry-attempt-count: 2"),
+    "gw_retry_429": (False, "a gateway retried an upstream 429 (its backoff slept), then 429 with "
+                            "x-litellm-attempted-retries: 2"),
+    "gw_retried_ok": (True, "the loopback answer after a gateway's retry of an upstream 500: 200 with "
+                            "x-portkey-retry-attempt-count: 1"),
 }
 #: faults of trust (issue 41): crossed answers, echoed secrets, decoding bombs, answers beyond the contract
 TRUST_FAULTS: dict[str, tuple[bool, str]] = {
@@ -96,6 +107,9 @@ TRUST_FAULTS: dict[str, tuple[bool, str]] = {
     "deep_json": (True, "a 200 whose body is a JSON array nested deep_json_depth (30,000) deep"),
 }
 FAULT_CLASSES.update(TRUST_FAULTS)
+#: classes a gateway serves (billed ones bill the upstream's whole answer, whatever status reaches the client)
+GATEWAY_CLASSES = frozenset({"gw_timeout_408", "gw_timeout_504", "cdn_timeout_524", "gw_retry_500", "gw_retry_429",
+                             "gw_retried_ok"})
 LIES = ("missing", "negative", "huge", "string", "boolean")
 #: a lone surrogate placed in the content: the JSON escape, written into the body as these 6 bytes
 SURROGATE = "\\ud800"
@@ -139,8 +153,9 @@ class HostileWorld(World):
 
     def __init__(self, pool: Pool, *, classes: Sequence[str] | Mapping[str, float] = ("ok",),
                  schedule: Schedule = None, trickle_interval_s: float = 0.2, oversized_bytes: int = 64 << 20,
-                 retry_after_huge_s: float = 100000.0, catastrophic_len: int = 34, bomb_bytes: int = 1 << 30,
-                 extra_choices: int = 4, deep_json_depth: int = 30000, **world_kwargs: Any) -> None:
+                 retry_after_huge_s: float = 100000.0, catastrophic_len: int = 34, gateway_delay_s: float = 0.05,
+                 bomb_bytes: int = 1 << 30, extra_choices: int = 4, deep_json_depth: int = 30000,
+                 **world_kwargs: Any) -> None:
         super().__init__(pool, **world_kwargs)
         weights = dict(classes) if isinstance(classes, Mapping) else dict(Counter(classes))
         check_classes(list(weights), "classes")
@@ -155,6 +170,8 @@ class HostileWorld(World):
         self.oversized_bytes = int(oversized_bytes)
         self.retry_after_huge_s = float(retry_after_huge_s)
         self.catastrophic_len = int(catastrophic_len)
+        #: wall seconds a gateway class takes before it answers (its timeout, or its retries' backoff)
+        self.gateway_delay_s = float(gateway_delay_s)
         self.bomb_bytes = int(bomb_bytes)
         self.extra_choices = int(extra_choices)
         self.deep_json_depth = int(deep_json_depth)
@@ -234,6 +251,8 @@ class HostileWorld(World):
         n = self._hostile_tries[ident]
         self._hostile_tries[ident] = n + 1
         cls = self.choose(call, n)
+        if cls in GATEWAY_CLASSES:
+            return await self._gateway(cls, call)
         billed, _ = FAULT_CLASSES[cls]
         if cls in TRUST_FAULTS:
             return await self._trust_fault(cls, call, headers)
@@ -258,6 +277,37 @@ class HostileWorld(World):
         self._see(call, cls, tokens, 200 if cls not in ("hang", "reset") else 0, detail)
         self.stats.answered += 1
         return self._served(cls, call, payload)
+
+    async def _gateway(self, cls: str, call: Call) -> Reply:
+        """A gateway's answer: after its delay (a timeout firing, a retry's backoff), an error with the gateway's
+        headers; the timeout classes bill the upstream's whole answer first, as a provider whose client (the
+        gateway) went away does; a retried error bills nothing (the upstream refused every try)."""
+        billed, _ = FAULT_CLASSES[cls]
+        call.stream = False
+        tokens, payload = 0, None
+        if billed:
+            got = await self.produce(call, sleep=cls == "gw_retried_ok")
+            tokens = got.completion_tokens
+            payload = self.completion(call, got)
+        if cls != "gw_retried_ok":
+            await asyncio.sleep(self.gateway_delay_s)
+        if cls == "gw_timeout_408":
+            reply = error_reply(408, f"Request exceeded the timeout sent in the request: "
+                                     f"{int(self.gateway_delay_s * 1000)}ms", type_="timeout_error", code="408")
+        elif cls == "gw_timeout_504":
+            reply = error_reply(504, "upstream request timed out (gateway)", code="504")
+        elif cls == "cdn_timeout_524":
+            reply = Reply(524, {"content-type": "text/html"}, body=b"<html>error code: 524 A timeout occurred</html>")
+        elif cls == "gw_retry_500":
+            reply = error_reply(500, "upstream: internal server error", headers={"x-portkey-retry-attempt-count": "2"})
+        elif cls == "gw_retry_429":
+            reply = error_reply(429, "upstream: rate limited", headers={"x-litellm-attempted-retries": "2"})
+        else:
+            reply = Reply(200, {"x-portkey-retry-attempt-count": "1"}, body=orjson.dumps(payload))
+        self._see(call, cls, tokens, reply.status)
+        if billed:
+            self.stats.answered += 1
+        return reply
 
     def _refusal(self, cls: str, call: Call) -> Reply:
         if cls == "retry_after_huge":

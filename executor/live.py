@@ -61,8 +61,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from executor import verifiers
+from executor import starvation, verifiers
 from executor.client import (
+    DOWN_KINDS,
     RETRYABLE,
     EndpointHealth,
     TryResult,
@@ -214,6 +215,7 @@ class _Outcome:
     http_status: int | None = None
     error: str = ""
     faults: Counter = field(default_factory=Counter)
+    gateway_retries: int = 0  # retries gateways said they made upstream for this sample's tries
 
 
 class LiveRun:
@@ -259,6 +261,8 @@ class LiveRun:
         self.down: dict[str, tuple[str, str]] = {}  # model id -> (termination it would cause, message)
         self.pair_refusals: dict[tuple[int, int], str] = {}
         self.pair_requests: Counter = Counter()
+        #: per model: (failed tries since its last answer, the last upstream error a gateway reported retrying)
+        self.failing: dict[str, tuple[int, str]] = {}
         self.finished: asyncio.Queue[int] = asyncio.Queue()
         self.residuals = Residuals(arr)
         self.obs = Observations()
@@ -388,6 +392,7 @@ class LiveRun:
         if self._pending_halt is not None:
             self._halt.set_result(self._pending_halt)
         wall0 = time.perf_counter()
+        starved = starvation.watch()  # the loop's lag and its thread's CPU wait, for the end event
         self.trace.write("run", method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
                          source=self.wf.source, n_nodes=self.n, node_ids=self.node_ids, budget=self.budget,
                          deadline_s=self.deadline, cost_mode=self.wf.cost_mode, time_scale=self.clock.scale,
@@ -426,17 +431,27 @@ class LiveRun:
             self.launched.set()
             deadline_task.cancel()
             await self.cancel_all()
+        if reason == "deadline_exhausted":
+            out_all, said = self.outage()
+            if out_all:
+                reason, message = "provider_unavailable", f"every model is unavailable: {said} ({message})"
+            elif said:
+                message = f"{message}; failing meanwhile: {said}"
         makespan = min(self.elapsed(), self.deadline) if reason != "completed" else self.elapsed()
         success = reason == "completed"
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
                         self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
                         self.overhead_ms, self.decision_log, self.ledger_.over)
+        starved.close()
+        slip = None if self.clock.pausable else starvation.explain_slip(
+            res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
                          over_reservation=self.ledger_.over,
                          reserved=self.reserved, budget=self.budget, termination=reason, message=message,
-                         nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]])
+                         nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
+                         **starved.fields(), **({} if slip is None else {"slip": slip}))
         return res
 
     def no_progress(self) -> tuple[str, str]:
@@ -453,10 +468,14 @@ class LiveRun:
         return "budget_exhausted", (f"the budget left ({self.available():.6g} of {self.budget:.6g}) cannot pay the "
                                     f"expected cost of any launch of node(s) {[self.node_ids[r] for r in self.ready()]}")
 
+    def method_uses(self, v: int, j: int) -> bool:
+        """Is model j on node v one of the method's (its models, or the node's legacy model), refused or not?"""
+        ok = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else bool(self.mask[j])
+        return ok and bool(self.wf.arr.available[v, j])
+
     def allowed(self, v: int, j: int) -> bool:
         """May the run still launch model j on node v (the method's models, not refused, its model not down)?"""
-        ok = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else bool(self.mask[j])
-        return ok and bool(self.plan_arr.available[v, j])
+        return self.method_uses(v, j) and bool(self.plan_arr.available[v, j])
 
     def stuck(self) -> tuple[str, str] | None:
         """(termination, message) when an unfinished node has no model left that could complete it."""
@@ -501,6 +520,9 @@ class LiveRun:
         ep = self.endpoints[model_id]
         termination = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
         why = r.detail or r.kind
+        words = self.failing.get(model_id, (0, ""))[1]
+        if r.kind in DOWN_KINDS and words and words not in why:  # tries timing out behind a retrying gateway
+            why += f"; last upstream error: {words}"
         if r.status_code in (401, 403):  # name where the key came from
             why += (f" (the key comes from ${ep.api_key_env})" if ep.api_key_env
                     else " (no key was sent: the endpoint's api_key_env is empty)")
@@ -771,6 +793,7 @@ class LiveRun:
                 out.http_status = r.status_code
                 if r.kind != "ok":
                     out.error = r.detail
+                self.note_try(model_id, r, out)
                 if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
                     trusted = r.usage_source == "usage"
                     full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted
@@ -806,7 +829,7 @@ class LiveRun:
                         out.status = "model_down"
                         break
                     gate.close_for(r.retry_after)  # every sample and run of the process waits for it
-                if self.health.record(model_id, r.kind):
+                if self.health.record(model_id, r.kind, weight=1 + (r.gateway_retries or 0)):
                     self.model_down(model_id, r)
                     out.status = r.kind if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
                     break
@@ -855,7 +878,8 @@ class LiveRun:
                              output_tokens=out.ct, usage=out.source, cost=out.charge, max_tokens=int(s.max_tokens),
                              max_tokens_capped=bool(s.max_tokens < ep.max_tokens), retries=max(out.tries - 1, 0),
                              tries=out.tries, http_status=out.http_status, error=out.error or None,
-                             faults=dict(out.faults))
+                             faults=dict(out.faults),
+                             **({"gateway_retries": out.gateway_retries} if out.gateway_retries else {}))
             self.ledger()
         return out
 
@@ -879,6 +903,55 @@ class LiveRun:
                 await attempt
         return TryResult("timeout", detail=f"no whole answer within {timeout:.3g} s of model time x scale",
                          billing=billing_of(sent[0], False, False))
+
+    def note_try(self, model_id: str, r: TryResult, out: _Outcome) -> None:
+        """Keep what a try says of its model's health: a gateway's retries (the trace shows them) and the
+        failed tries since the model last answered, with the last upstream error a gateway retried."""
+        if r.gateway_retries:
+            out.gateway_retries += r.gateway_retries
+            out.faults["gateway_retried"] += 1
+        n, words = self.failing.get(model_id, (0, ""))
+        if r.kind not in DOWN_KINDS and r.kind != "http_429":  # it answered (or refused): not an outage
+            self.failing.pop(model_id, None)
+            return
+        if r.gateway_retries and r.status_code is not None:  # a gateway says it retried an upstream error
+            words = r.detail
+        self.failing[model_id] = (n + 1 + (r.gateway_retries or 0), words)
+
+    def outage(self) -> tuple[bool, str]:
+        """(every model the unfinished nodes may use is down or failing behind a retrying gateway, what was seen).
+
+        A try that timed out says nothing by itself; a model counts as failing when every try since its last
+        answer failed and one of them was an error answer a gateway said it retried upstream (a retry-count
+        header): the tries that time out meanwhile are the gateway retrying the same upstream error (its
+        backoff outlasts our timeout), and the run is ``provider_unavailable``, not a missed deadline."""
+        said, hints, all_out, any_model = [], [], True, False
+        for v in range(self.n):
+            if self.completed[v]:
+                continue
+            for j, m in enumerate(self.wf.stats.model_ids):
+                if not self.method_uses(v, j):
+                    continue
+                any_model = True
+                if m in self.down:
+                    if self.down[m][0] != "provider_unavailable":
+                        all_out = False
+                    continue
+                n, words = self.failing.get(m, (0, ""))
+                if n == 0 or not words:
+                    all_out = False
+                    if n and self.endpoints[m].errors_may_bill:  # timeouts alone, behind a gateway that retries
+                        line = (f"model {m!r} ({self.endpoints[m].url}): {n} tries failed since its last answer and "
+                                f"none said why (behind a gateway that retries, an upstream outage looks like this: "
+                                f"its log says)")
+                        if line not in hints:
+                            hints.append(line)
+                    continue
+                line = f"model {m!r} ({self.endpoints[m].url}): {n} failed tries (gateway retries included) since " \
+                       f"its last answer, last upstream error: {words}"
+                if line not in said:
+                    said.append(line)
+        return any_model and all_out and bool(said), "; ".join(said + hints)
 
     def end_batch(self, v: int) -> None:
         b = self.batches.pop(v, None)

@@ -205,6 +205,8 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
         for k in ("success", "on_time", "makespan_s", "spent", "unbilled", "over_reservation", "termination",
                   "message"):
             out[k] = end.get(k)
+        if end.get("slip"):  # the wall time passed the deadline by more than 0.5 s: why, in words
+            out["deadline_slip"] = end["slip"].get("why")
     else:  # cut off: the money that may have been billed is what the last ledger held, all of it
         last = ledgers[-1] if ledgers else {"spent": 0.0, "reserved": 0.0, "unbilled": 0.0}
         spent, reserved, unbilled = (float(last.get(k) or 0.0) for k in ("spent", "reserved", "unbilled"))
@@ -234,7 +236,7 @@ def format_summary(s: dict[str, Any]) -> str:
     keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "over_reservation",
             "reserved_at_cut", "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests",
             "retries", "faults", "request_status", "models_down", "nodes_completed", "n_nodes", "trace_complete",
-            "events", "message")
+            "events", "message", "deadline_slip")
     lines = []
     for k in keys:
         v = s.get(k)

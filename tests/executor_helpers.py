@@ -29,6 +29,17 @@ def workflow(dag: int = 0, tasks: str | None = None, cost_mode: str = "token_cos
     return pool, make_workflow(pool, d, POOL, None, "", tasks, cost_mode)
 
 
+#: how far past its deadline (wall seconds) a run may end
+SLACK_S = 0.5
+
+
+def kept_deadline(wall_s: float, end: dict, deadline_wall_s: float) -> bool:
+    """The wall-clock promise: the run ended within :data:`SLACK_S` of its deadline, or its ``end`` event shows
+    that starvation (the loop's thread waiting for a CPU) explains the slip (``executor.starvation``)."""
+    slip = end.get("slip")
+    return wall_s <= deadline_wall_s + SLACK_S or bool(slip and slip["starvation_explains"])
+
+
 def nominal(wf) -> tuple[float, float]:
     return nominal_budget(wf.arr), nominal_deadline(wf.arr)
 

@@ -93,31 +93,19 @@ def litellm_config(models: Mapping[str, str | tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class LiteLLMProxy:
-    """The LiteLLM proxy in a subprocess on a free 127.0.0.1 port, default settings, a fresh master key.
+class GatewayProcess:
+    """A gateway in a subprocess on a free 127.0.0.1 port, its output in ``<workdir>/<log_name>``: started by
+    the subclass (``self.proc``), waited for until ``health_path`` answers 200, stopped on exit."""
 
-    Raises :class:`RuntimeError` with the proxy's last log lines when it
-    exits or does not answer within ``start_timeout_s``.
-    """
+    name = "the gateway"
+    health_path = "/"
 
-    def __init__(self, models: Mapping[str, str | tuple[str, str]], workdir: Path, *, start_timeout_s: float = 180.0,
-                 extra_env: Mapping[str, str] | None = None) -> None:
-        self.workdir = Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.config = self.workdir / "litellm_config.yaml"
-        self.config.write_text(litellm_config(models))
-        self.key = "sk-mcpp-" + secrets.token_hex(16)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.log = self.workdir / "litellm.log"
-        env = {**os.environ, "LITELLM_MASTER_KEY": self.key,
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network fetch of the price map at start
-               **dict(extra_env or {})}
+    def _start(self, argv: list[str], workdir: Path, log_name: str, env: Mapping[str, str],
+               start_timeout_s: float) -> None:
+        self.log = workdir / log_name
         self._log = open(self.log, "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(self.config), "--host", "127.0.0.1",
-             "--port", str(self.port)], cwd=self.workdir, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(argv, cwd=workdir, env=dict(env), stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
         try:
             self._wait(start_timeout_s)
         except BaseException:
@@ -128,22 +116,18 @@ class LiteLLMProxy:
         t0 = time.monotonic()
         while time.monotonic() - t0 < limit_s:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the LiteLLM proxy exited ({self.proc.returncode}): {self.tail()}")
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}): {self.tail()}")
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health/liveliness", timeout=1.0).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{self.port}{self.health_path}", timeout=1.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"the LiteLLM proxy did not answer within {limit_s:g} s: {self.tail()}")
+        raise RuntimeError(f"{self.name} did not answer within {limit_s:g} s: {self.tail()}")
 
     def tail(self, n: int = 15) -> str:
         self._log.flush()
         return " | ".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key}"}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -155,11 +139,41 @@ class LiteLLMProxy:
                 self.proc.wait()
         self._log.close()
 
-    def __enter__(self) -> LiteLLMProxy:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LiteLLMProxy(GatewayProcess):
+    """The LiteLLM proxy in a subprocess on a free 127.0.0.1 port, default settings, a fresh master key.
+
+    Raises :class:`RuntimeError` with the proxy's last log lines when it
+    exits or does not answer within ``start_timeout_s``.
+    """
+
+    name = "the LiteLLM proxy"
+    health_path = "/health/liveliness"
+
+    def __init__(self, models: Mapping[str, str | tuple[str, str]], workdir: Path, *, start_timeout_s: float = 180.0,
+                 extra_env: Mapping[str, str] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config = self.workdir / "litellm_config.yaml"
+        self.config.write_text(litellm_config(models))
+        self.key = "sk-mcpp-" + secrets.token_hex(16)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        env = {**os.environ, "LITELLM_MASTER_KEY": self.key,
+               "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network fetch of the price map at start
+               **dict(extra_env or {})}
+        self._start([sys.executable, "-m", "litellm.proxy.proxy_cli", "--config", str(self.config), "--host",
+                     "127.0.0.1", "--port", str(self.port)], self.workdir, "litellm.log", env, start_timeout_s)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
 
 
 def gateway_endpoints(endpoints: Mapping[str, Any], proxy: LiteLLMProxy,
@@ -174,3 +188,66 @@ def gateway_endpoints(endpoints: Mapping[str, Any], proxy: LiteLLMProxy,
 
     os.environ[key_env] = proxy.key
     return {m: replace(e, base_url=proxy.url, api_key_env=key_env) for m, e in endpoints.items()}
+
+
+# -- the Portkey AI gateway (npm @portkey-ai/gateway), run by node --------------------------------------------------
+
+#: the Portkey gateway version the tests are written against (installed by .ci/run)
+PORTKEY_VERSION = "1.15.2"
+#: where .ci/run installs it (``npm install --prefix DIR @portkey-ai/gateway@1.15.2``); MCPP_PORTKEY_DIR overrides
+PORTKEY_DIR_DEFAULT = "/opt/mcpp/portkey-gateway"
+
+
+def portkey_entry() -> Path:
+    """The gateway's node entry point under ``$MCPP_PORTKEY_DIR`` (default :data:`PORTKEY_DIR_DEFAULT`)."""
+    root = Path(os.environ.get("MCPP_PORTKEY_DIR") or PORTKEY_DIR_DEFAULT)
+    return root / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+
+
+def portkey_gateway_missing() -> str | None:
+    """Why the Portkey gateway cannot start here (one line), or None."""
+    import shutil
+
+    if shutil.which("node") is None:
+        return "no node on PATH (apt-get install nodejs): the Portkey gateway runs on node"
+    entry = portkey_entry()
+    if not entry.is_file():
+        return (f"the Portkey gateway is not installed at {entry.parents[3]} (npm install --prefix DIR "
+                f"@portkey-ai/gateway@{PORTKEY_VERSION}, then MCPP_PORTKEY_DIR=DIR; .ci/run does it)")
+    return None
+
+
+class PortkeyGateway(GatewayProcess):
+    """The Portkey AI gateway (``node build/start-server.js --port=N --headless``) on a free port.
+
+    It is configured per request (``x-portkey-config``: a JSON config with
+    the provider, its ``custom_host``, ``request_timeout``, ``retry``,
+    fallback ``targets`` and ``forward_headers``), so one gateway serves
+    every test. Raises :class:`RuntimeError` with its last log lines when it
+    exits or does not answer within ``start_timeout_s``.
+    """
+
+    name = "the Portkey gateway"
+
+    def __init__(self, workdir: Path, *, start_timeout_s: float = 60.0) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._start(["node", str(portkey_entry()), f"--port={self.port}", "--headless"], self.workdir,
+                    "portkey.log", {**os.environ, "NODE_ENV": "production"}, start_timeout_s)
+
+
+#: the loopback world's key headers: Portkey drops unknown headers and the body's ``mcpp`` object, so its config
+#: must forward these (``forward_headers``)
+MCPP_HEADERS = ["x-mcpp-dag", "x-mcpp-node", "x-mcpp-trial", "x-mcpp-attempt"]
+
+
+def portkey_target(base_url: str, **extra: Any) -> dict[str, Any]:
+    """One Portkey target: an OpenAI-compatible upstream at ``base_url`` (its ``custom_host``)."""
+    return {"provider": "openai", "custom_host": base_url, "api_key": "none", **extra}
+
+
+def portkey_headers(config: Mapping[str, Any]) -> dict[str, str]:
+    """The request headers that configure Portkey: ``x-portkey-config`` (the MCPP keys forwarded)."""
+    return {"x-portkey-config": json.dumps({"forward_headers": MCPP_HEADERS, **config})}

@@ -25,16 +25,16 @@ from tests.executor_helpers import (
     ENV,
     POOL,
     ROOT,
+    SLACK_S,
     WorldProcess,
     cli,
     events,
+    kept_deadline,
     nominal,
     run_one,
     wait_for_lines,
     workflow,
 )
-
-SLACK_S = 0.5
 
 
 def _tasks(tmp_path, verify: dict, loopback_pass: str = "LOOPBACK-PASS", loopback_fail: str = "x") -> str:
@@ -48,6 +48,14 @@ def _left(marker: str) -> list[str]:
     """Processes still running whose command line holds ``marker``."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
     return [line for line in out if marker in line and "ps -eo" not in line]
+
+
+def _gone(marker: str, limit_s: float = 5.0) -> bool:
+    """No process holds ``marker`` any more (its reaper ends it at once; a loaded machine may take a moment)."""
+    t0 = time.monotonic()
+    while _left(marker) and time.monotonic() - t0 < limit_s:
+        time.sleep(0.05)
+    return _left(marker) == []
 
 
 def test_a_backtracking_regex_cannot_hold_the_deadline(tmp_path):
@@ -83,9 +91,8 @@ def test_a_hanging_verifier_is_killed_at_the_deadline_with_its_children(tmp_path
     B, D = nominal(wf)
     scale = 0.05
     res, world, tr = run_one(wf, pool, "sequential", 3 * B, 0.6 * D, scale=scale)
-    assert res.termination == "deadline_exhausted" and res.wall_s <= 0.6 * D * scale + SLACK_S
-    time.sleep(0.2)
-    assert _left(f"sleep {marker}") == []
+    assert res.termination == "deadline_exhausted" and kept_deadline(res.wall_s, tr.events[-1], 0.6 * D * scale)
+    assert _gone(f"sleep {marker}")
 
 
 def test_background_children_of_a_verifier_do_not_survive_it(tmp_path):
@@ -95,8 +102,7 @@ def test_background_children_of_a_verifier_do_not_survive_it(tmp_path):
     B, D = nominal(wf)
     res, world, tr = run_one(wf, pool, "sequential", 3 * B, 20 * D, scale=0.01)
     assert res.success  # the command exits 0: every verdict passes
-    time.sleep(0.2)
-    assert _left(f"sleep {marker}") == []
+    assert _gone(f"sleep {marker}")
 
 
 def test_a_verifier_runs_under_a_process_limit(tmp_path):
@@ -284,10 +290,12 @@ def test_200_runs_sharing_the_planner_thread_keep_their_deadline_under_cpu_load(
         eps = {e.model_id: e for e in world.endpoints()}
 
         async def one(trial):
+            tr = Trace(None)
             async with http_client() as http:
-                return await open_run(wf, eps, "mc_portfolio_rollout", RunSpec(budget=2 * B, deadline=deadline, trial=trial),
-                                      http=http, clock=clock, trace=Trace(None), params={"M": 8},
-                                      options=Options(warm_up=trial == 0)).run()
+                res = await open_run(wf, eps, "mc_portfolio_rollout", RunSpec(budget=2 * B, deadline=deadline, trial=trial),
+                                     http=http, clock=clock, trace=tr, params={"M": 8},
+                                     options=Options(warm_up=trial == 0)).run()
+            return res, tr.events[-1]
 
         first = await one(0)  # compiles (or loads) the kernels before the crowd starts
         try:
@@ -301,9 +309,12 @@ def test_200_runs_sharing_the_planner_thread_keep_their_deadline_under_cpu_load(
         for b in burners:
             b.kill()
             b.wait()
-    late = [r.wall_s - deadline * scale for r in results if r.wall_s > deadline * scale + SLACK_S]
-    assert not late, (len(late), max(late))
-    assert sum(r.termination == "deadline_exhausted" for r in results) > 0
+    # late only where the run's own measures show it was starved of CPU for longer than its slip (a machine
+    # loaded beyond these two burners: executor.starvation)
+    late = [(r.wall_s - deadline * scale, end.get("slip")) for r, end in results
+            if not kept_deadline(r.wall_s, end, deadline * scale)]
+    assert not late, (len(late), late[:3])
+    assert sum(r.termination == "deadline_exhausted" for r, _ in results) > 0
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ asked (choices beyond ``n = 1`` are the server's doing, charged as reported
 when their answer is read: ``over_reservation``) <= budget, and <= spent +
 unbilled (the ledger never understates what may have been billed); spent +
 unbilled - over_reservation <= budget;
-the run's wall time <= deadline + 0.5 s; every request the server saw has a
+the run's wall time <= deadline + 0.5 s (or, on a machine too loaded to run
+it, the run's end event shows starvation explains the slip); every request the server saw has a
 ``request`` line; every run has an ``end`` event with a message unless it
 completed. Each targeted test is a failure seen against the executor before
 (a cut body re-sent 8 times and billed 4x the budget, a false gzip that hung
@@ -30,9 +31,7 @@ from executor.clock import Clock
 from executor.hostile import TRUST_FAULTS, HostileWorld
 from executor.live import Options, RunSpec, open_run
 from executor.trace import Trace
-from tests.executor_helpers import ENV, POOL, ROOT, cli, nominal, workflow
-
-SLACK_S = 0.5
+from tests.executor_helpers import ENV, POOL, ROOT, cli, kept_deadline, nominal, workflow
 
 
 async def _runs(wf, pool, method, budget, deadline, trials, *, scale=0.01, classes=("ok",), schedule=None,
@@ -79,7 +78,10 @@ def check_promises(out, world, wf, budget, deadline, scale, prices=None):
         assert bill <= budget * (1 + 1e-9), (trial, bill, budget)
         assert bill <= res.spent + res.unbilled + 1e-6 * max(1.0, budget), (trial, bill, res.spent, res.unbilled)
         assert res.spent + res.unbilled - over <= budget * (1 + 1e-9)
-        assert res.wall_s <= deadline * scale + SLACK_S, (trial, res.wall_s, deadline * scale, res.termination)
+        # the wall-clock promise: a slip past the slack is allowed only when the run's own measures say the
+        # process was starved of CPU for at least that long (executor.starvation; tests/test_deadline_slip.py)
+        assert kept_deadline(res.wall_s, ev[-1], deadline * scale), (
+            trial, res.wall_s, deadline * scale, res.termination, ev[-1].get("slip"), ev[-1].get("loop_lag_max_s"))
         assert ev[-1]["event"] == "end" and (res.termination == "completed" or ev[-1]["message"])
         lines = {(e["node"], e["model"], e["attempt"]) for e in ev if e["event"] == "request" and
                  e["status"] != "refused"}
@@ -272,7 +274,12 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode, monkeypatch):
            # what a server may do to trust (executor.hostile.TRUST_FAULTS)
            "double_answer": 1, "key_echo_401": 0.1, "key_echo_500": 0.5, "gzip_bomb": 0.5, "unknown_encoding": 0.5,
            "many_choices": 0.3, "duplicate_usage": 0.5, "deep_json": 0.5}
+    # what gateways answer (issue 41): timeouts after the upstream billed, retried errors, a retried answer
+    mix.update({"gw_timeout_408": 0.5, "gw_timeout_504": 0.3, "cdn_timeout_524": 0.2, "gw_retry_500": 0.5,
+                "gw_retry_429": 0.3, "gw_retried_ok": 0.5})
     n = 80
+    served: set = set()
+    starved = []
     for dag in (0, 3):
         pool, wf = workflow(dag, cost_mode=cost_mode)
         B, D = nominal(wf)
@@ -289,9 +296,13 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode, monkeypatch):
                                   options=Options(warm_up=True, backoff_base_s=0.01), concurrency=20)
         prices = None if cost_mode == "token_cost_mean" else DEFAULT_PRICES
         check_promises(out, world, wf, budget, deadline, 0.01, prices)
-        assert len({s.cls for s in world.seen}) >= 8
-        assert len({s.cls for s in world.seen} & set(TRUST_FAULTS)) >= 5
+        served |= {s.cls for s in world.seen}
+        starved += [ev[-1].get("cpu_wait_s") or 0.0 for _, ev, _ in out]
         assert key not in json.dumps([ev for _, ev, _ in out]) and key[:16] not in json.dumps([r.message for r, _, _ in out])
+    # the mix is exercised: with the machine to itself every run sends requests and >= 8 classes are served, 5 of
+    # them faults of trust; starved of CPU (a loaded machine) the runs' 1 s deadlines pass with few requests sent,
+    # which their end events must then show (the loop's thread waited for a CPU half a second or more in a run)
+    assert (len(served) >= 8 and len(served & set(TRUST_FAULTS)) >= 5) or max(starved) >= 0.5, (served, max(starved))
 
 
 def test_a_sample_cancelled_in_its_backoff_releases_its_reservation(monkeypatch):
@@ -339,7 +350,9 @@ def test_samples_queued_for_a_concurrency_slot_release_their_reservations():
     res, ev, _ = out[0]
     in_flight = [e for e in ev if e["event"] == "request" and e["status"] == "cancelled" and e["tries"] == 1]
     queued = [e for e in ev if e["event"] == "request" and e["status"] == "cancelled" and e["tries"] == 0]
-    assert len(in_flight) == len(world.seen) >= 1 and queued
+    # a request on the wire at the deadline may not have been read by the world yet (a loaded machine): it is
+    # counted in flight (possibly billed) either way
+    assert len(in_flight) >= max(1, len(world.seen)) and queued
     assert res.unbilled == pytest.approx(sum(e["max_tokens"] for e in in_flight))  # token mode: reservation = cap
     check_promises(out, world, wf, 4 * B, 30.0, 0.01)
 
