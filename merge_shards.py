@@ -6,22 +6,22 @@ missing. Works from any directory: the run is located by --run-dir (or
 RUN_DIR, else $RESULTS_ROOT/$RUN_NAME). See docs/harness.md.
 """
 
-import argparse
 import sys
 
 from harness.cli import run_dir_from_env
 from harness.cli_util import run_cli
 from harness.merge import IncompleteRun, merge
 from harness.rundir import RunDir
+from simulator.base import cliargs
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="merge_shards.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--run-dir", help="run directory (default: RUN_DIR or $RESULTS_ROOT/$RUN_NAME)")
-    args = ap.parse_args(argv)
-    rd = RunDir(args.run_dir) if args.run_dir else run_dir_from_env()
+    ap = cliargs.ArgumentParser(prog="merge_shards.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", type=cliargs.output_path("dir"), help="run directory (default: RUN_DIR or $RESULTS_ROOT/$RUN_NAME)")
 
     def go():
+        args = ap.parse_args(argv)
+        rd = RunDir(args.run_dir) if args.run_dir else run_dir_from_env()
         try:
             merge(rd)
         except IncompleteRun as exc:

@@ -7,16 +7,16 @@ already verifies are skipped, truncated or partial ones are redone.
 See docs/harness.md.
 """
 
-import argparse
 import sys
 
 from harness.cli_util import run_cli
 from harness.shard_runner import run_shard
 from harness.shards import add_shard_arguments, spec_from_args
+from simulator.base import cliargs
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="run_shard.py",
         description="Simulate one shard: a budget group (budget + its deadlines) x a DAG slice x all "
         "trials x all methods; writes <out-dir>/<group>/dag_<row>.jsonl per DAG.",
@@ -27,8 +27,7 @@ def main(argv=None) -> int:
 
         return surface_shard_main(argv[1:])
     add_shard_arguments(ap)
-    args = ap.parse_args(argv)
-    return run_cli(lambda: run_shard(spec_from_args(args)) and 0)
+    return run_cli(lambda: run_shard(spec_from_args(ap.parse_args(argv))) and 0)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ dependency (8 problems do) loses that self-loop, with a warning.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.base.errors import UserError
+from simulator.base.jsonread import JsonRefused, loads_strict
 from simulator.pools.graph import graph_from_named
 
 log = logging.getLogger("proofflow.benchmark")
@@ -88,8 +88,8 @@ def parse_problem(raw: dict[str, Any]) -> Problem:
 def load_benchmark(path: str | os.PathLike = DEFAULT_BENCHMARK) -> list[Problem]:
     """All problems, in file order (problem ids must be unique)."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        raw = loads_strict(Path(path).read_bytes())
+    except (OSError, JsonRefused) as exc:
         raise UserError(f"cannot read ProofFlow benchmark {path}: {exc}") from None
     if not isinstance(raw, list):
         raise UserError(f"{path}: expected a list of problems")

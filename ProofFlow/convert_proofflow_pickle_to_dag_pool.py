@@ -23,7 +23,6 @@ Pickles are read with a restricted unpickler (``ProofFlow/safe_pickle.py``).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import os
@@ -32,6 +31,7 @@ from typing import Any
 
 from ProofFlow.lean_check import classify_messages, parse_lean_json_output
 from ProofFlow.safe_pickle import ProofItem, load_proofflow_pickle
+from simulator.base import cliargs
 from simulator.base.errors import PoolError, UserError, cli_entry
 from simulator.base.validation import check_number, check_output_file
 from simulator.pools.graph import graph_from_named
@@ -311,13 +311,13 @@ def convert_many(
 
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         description="Convert ProofFlow run pickles (one DAG each) into a DAG pool (JSONL).",
         epilog="Example: %(prog)s ProofFlow/source_pickles/*.pickle "
         "--out ProofFlow/pools/proofflow_real_2dag.jsonl",
     )
-    ap.add_argument("pickles", nargs="+", help="ProofFlow .pickle files, or directories of them")
-    ap.add_argument("--out", required=True, help="output pool (.jsonl), written atomically")
+    ap.add_argument("pickles", type=cliargs.input_path("any"), nargs="+", help="ProofFlow .pickle files, or directories of them")
+    ap.add_argument("--out", type=cliargs.output_path(), required=True, help="output pool (.jsonl), written atomically")
     ap.add_argument("--model-id", default=DEFAULT_MODEL_ID,
                     help="model id of the rows (price tables use it; default %(default)s)")
     ap.add_argument("--semantic-gate", default=None, metavar="T",

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulator.base import cliargs
 from simulator.base.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -326,16 +327,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m ProofFlow.lean_check FILE.lean``: print the verdict as JSON."""
-    import argparse
     import sys
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", help="Lean file (the standard header is added)")
-    ap.add_argument("--lean-project", default=None, help="Lake project dir (default: bundled)")
-    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SEC, help="seconds")
+    ap = cliargs.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("file", type=cliargs.input_path(), help="Lean file (the standard header is added)")
+    ap.add_argument("--lean-project", type=cliargs.input_path("dir"), default=None, help="Lake project dir (default: bundled)")
+    ap.add_argument("--timeout", type=cliargs.number(0, lo_inclusive=False), default=DEFAULT_TIMEOUT_SEC, help="seconds")
     ap.add_argument("--lake", default="lake", help="lake executable")
-    args = ap.parse_args(argv)
     try:
+        args = ap.parse_args(argv)
         checker = LeanChecker(args.lean_project, args.timeout, args.lake)
         res = checker.check(Path(args.file).read_text(encoding="utf-8"))
     except (UserError, OSError) as exc:

@@ -65,6 +65,7 @@ from ProofFlow.prompts import (
     strip_header,
     theorem_head,
 )
+from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json, dumps_compact
 
@@ -427,15 +428,15 @@ def select_problems(problems: list[Problem], ids: list[str] | None, limit: int |
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         description="Formalizer and prover rollouts per ProofFlow proof step, checked with Lean.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="API keys are read from the environment variables named by --*-api-key-env.",
     )
-    ap.add_argument("--benchmark", default=str(DEFAULT_BENCHMARK), help="ProofFlowBench JSON")
+    ap.add_argument("--benchmark", type=cliargs.input_path(), default=str(DEFAULT_BENCHMARK), help="ProofFlowBench JSON")
     ap.add_argument("--problems", default=None, help="comma-separated problem ids")
     ap.add_argument("--limit", type=int, default=None, help="first N problems only")
-    ap.add_argument("--out-dir", required=True, help="rollout directory")
+    ap.add_argument("--out-dir", type=cliargs.output_path("dir"), required=True, help="rollout directory")
     ap.add_argument("--model", default="goedel32b", help="model id written in the records")
     ap.add_argument("--n", type=int, default=8, help="attempts per node and stage")
     for stage in ("formalizer", "prover"):
@@ -443,18 +444,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.add_argument(f"--{stage}-model", required=True, help=f"{stage} served model name")
         ap.add_argument(f"--{stage}-api-key-env", default="OPENAI_API_KEY",
                         help="environment variable holding the key")
-    ap.add_argument("--temperature", type=float, default=0.6)
-    ap.add_argument("--top-p", type=float, default=0.95)
+    ap.add_argument("--temperature", type=cliargs.number(0), default=0.6)
+    ap.add_argument("--top-p", type=cliargs.number(0, 1), default=0.95)
     ap.add_argument("--top-k", type=int, default=20, help="sent as an extra field; -1 = omit")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--concurrency", type=int, default=8, help="HTTP requests in flight")
     ap.add_argument("--max-tries", type=int, default=6, help="tries per request")
-    ap.add_argument("--request-timeout", type=float, default=600.0, help="seconds")
-    ap.add_argument("--lean-project", default=None, help="Lake project (default: bundled)")
-    ap.add_argument("--lean-timeout", type=float, default=DEFAULT_TIMEOUT_SEC, help="seconds")
+    ap.add_argument("--request-timeout", type=cliargs.number(0, lo_inclusive=False), default=600.0, help="seconds")
+    ap.add_argument("--lean-project", type=cliargs.input_path("dir"), default=None, help="Lake project (default: bundled)")
+    ap.add_argument("--lean-timeout", type=cliargs.number(0, lo_inclusive=False), default=DEFAULT_TIMEOUT_SEC, help="seconds")
     ap.add_argument("--lean-workers", type=int, default=2, help="parallel Lean checks")
     ap.add_argument("--lake", default="lake", help="lake executable")
-    ap.add_argument("--prompt-dir", default=None, help="directory with formalizer.md, prover.md")
+    ap.add_argument("--prompt-dir", type=cliargs.input_path("dir"), default=None, help="directory with formalizer.md, prover.md")
     ap.add_argument("--force", action="store_true", help="redo problems that have a record")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     return ap.parse_args(argv)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json
 from simulator.base.validation import check_int, check_number
@@ -117,7 +118,7 @@ def agree_cell(method: str, budget_ratio: str, deadline_ratio: str, args: argpar
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The options, checked before any cell runs (a bad one is one line, exit 2)."""
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.agree_cells")
+    ap = cliargs.ArgumentParser(prog="python -m benchmarks.agree_cells")
     ap.add_argument("--summary", action="store_true", help="summarise the replications on disk and exit")
     ap.add_argument("--spread", nargs=3, metavar=("METHOD", "BUDGET_RATIO", "DEADLINE_RATIO"),
                     help="the simulated side alone over --seeds seeds: its spread between seeds against its SE")
@@ -126,8 +127,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dag", default="0")
     ap.add_argument("--seed", default="0", help="the simulated side's seed (the world's is seed + 1)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--results", default=str(ROOT / "benchmarks"), help="where --summary finds the replications")
+    ap.add_argument("--out", type=cliargs.output_path(), default=None)
+    ap.add_argument("--results", type=cliargs.input_path("dir"), default=str(ROOT / "benchmarks"), help="where --summary finds the replications")
     args = ap.parse_args(argv)
     args.seeds = check_int(args.seeds, "--seeds", "flag", lo=2)
     args.runs = check_int(args.runs, "--runs", "flag", lo=2)

@@ -26,7 +26,6 @@ each pool is reported too.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -35,6 +34,7 @@ import time
 import numba
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.scoring import paired_difference, wilson_interval
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -112,14 +112,14 @@ def markdown(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--limit-ms", type=float, default=100.0)
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit-ms", type=cliargs.number(0, lo_inclusive=False), default=100.0)
     ap.add_argument("--example-trials", type=int, default=8, help="trials per (DAG, budget) on the example pool (8)")
     ap.add_argument("--synthetic-dags", type=int, default=8, help="40-node DAGs in the synthetic pool (8)")
     ap.add_argument("--synthetic-trials", type=int, default=4, help="trials per (DAG, budget) there (4)")
     ap.add_argument("--skip-example", action="store_true")
     ap.add_argument("--skip-synthetic", action="store_true")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(OUT))
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
 

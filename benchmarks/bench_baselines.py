@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.base import cliargs
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "example_pool.jsonl"
 
@@ -142,10 +144,10 @@ def pool_memory(n_dags: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cliargs.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=2000)
     ap.add_argument("--memory-dags", type=int, default=10000)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results_baselines.json"))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(ROOT / "benchmarks" / "results_baselines.json"))
     args = ap.parse_args()
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}

@@ -42,7 +42,6 @@ cache; and one cold grid with ``--busy`` CPU-bound processes beside it::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -52,6 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
 
 from .common import export_revision, log, measured_line, run_record, write_readme_section
@@ -384,10 +384,10 @@ def markdown_floor(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="cold + warm runs per command and tree (3)")
     ap.add_argument("--compare", metavar="REV", help="also run git revision REV, interleaved")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(OUT))
     ap.add_argument("--write-readme", action="store_true")
     ap.add_argument("--grid", action="store_true", help="README command 1's grid instead of `simulate`")
     ap.add_argument("--busy", type=int, default=1, help="--grid: CPU-bound processes running beside it (1)")

@@ -29,7 +29,6 @@ lag p99 well under the 50 ms = 1 model second of this time scale).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -44,6 +43,7 @@ from benchmarks.common import ROOT, write_readme_section
 from executor.agree import live_episodes
 from executor.inputs import load_dag, make_workflow
 from executor.trace import read_trace
+from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 
@@ -150,9 +150,9 @@ def readme_section(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = cliargs.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workflows", type=int, default=200)
-    ap.add_argument("--time-scale", type=float, default=0.05)
+    ap.add_argument("--time-scale", type=cliargs.number(0, lo_inclusive=False), default=0.05)
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
     out = {"machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at start", "methods": []}

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import os
 
+from simulator.base import cliargs
+
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
@@ -165,7 +166,7 @@ def table(rows: list[dict], workload: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer DAGs and trials (a smoke run)")
     ap.add_argument("--no-readme", action="store_true", help="do not rewrite the README section")
     args = ap.parse_args(argv)

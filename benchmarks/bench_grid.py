@@ -41,7 +41,6 @@ Never run by the test suite (minutes of wall time).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -51,6 +50,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from simulator.base import cliargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "benchmarks", "results_grid.json")
@@ -330,7 +331,7 @@ def write_readme(section: str, key: str = "bench_grid") -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rev", default=DEFAULT_REV, help=f"git revision to compare against ({DEFAULT_REV})")
     ap.add_argument("--pairs", type=int, default=2, help="warm (old, new) grid pairs, alternating order (2)")
     ap.add_argument("--trials", type=int, default=10, help="trials per (DAG, cell, method) (10)")
@@ -338,9 +339,9 @@ def main(argv=None) -> int:
     ap.add_argument("--faithful-reps", type=int, default=3, help="timed decisions per process (3)")
     ap.add_argument("--skip-grid", action="store_true", help="only the faithful decisions")
     ap.add_argument("--skip-faithful", action="store_true", help="only the grid")
-    ap.add_argument("--out", default=OUT, help="results JSON (benchmarks/results_grid.json)")
+    ap.add_argument("--out", type=cliargs.output_path(), default=OUT, help="results JSON (benchmarks/results_grid.json)")
     ap.add_argument("--write-readme", action="store_true", help="update the section in benchmarks/README.md")
-    ap.add_argument("--keep", default=None, help="keep the trees and runs in this directory (default: temp, removed)")
+    ap.add_argument("--keep", type=cliargs.output_path("dir"), default=None, help="keep the trees and runs in this directory (default: temp, removed)")
     ap.add_argument("--mcpp4", action="store_true", help="also MCPP alone on a 4-model pool of 257 DAGs")
     ap.add_argument("--readme-key", default="bench_grid", help="marker name of the README section (bench_grid)")
     args = ap.parse_args(argv)

@@ -24,7 +24,6 @@ costs nothing beyond noise on a shared machine. Writes
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -37,6 +36,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -246,9 +246,9 @@ def workload(name: str, arrs, cands: int, threads: int, reps: int, prune: bool =
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one repetition, fewer episodes")
-    ap.add_argument("--out", default=None, help="output JSON (default benchmarks/results_mcpp[_compare].json)")
+    ap.add_argument("--out", type=cliargs.output_path(), default=None, help="output JSON (default benchmarks/results_mcpp[_compare].json)")
     ap.add_argument("--compare", metavar="REV", help="time this tree against git revision REV, interleaved")
     ap.add_argument("--reps", type=int, default=8, help="--compare: timed runs per tree")
     args = ap.parse_args()

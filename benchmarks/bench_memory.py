@@ -18,13 +18,14 @@ benchmarks/results_memory.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+
+from simulator.base import cliargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POOL = os.path.join(ROOT, "examples", "example_pool.jsonl")
@@ -59,11 +60,11 @@ def measure(trials: int, dag: int, method: str) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, nargs="+", default=[1000, 100_000, 10_000_000])
     ap.add_argument("--dag", type=int, default=0)
     ap.add_argument("--method", default="sequential")
-    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--out", type=cliargs.output_path(), default=OUT)
     args = ap.parse_args()
     rows = []
     for n in args.trials:

@@ -27,13 +27,13 @@ interval of zero.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import numba
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.scoring import paired_difference
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -113,11 +113,11 @@ def markdown(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=10, help="trials per cell (10, the harness's default)")
-    ap.add_argument("--limit-ms", type=float, default=100.0, help="the anytime part's limit (100)")
+    ap.add_argument("--limit-ms", type=cliargs.number(0, lo_inclusive=False), default=100.0, help="the anytime part's limit (100)")
     ap.add_argument("--synthetic-dags", type=int, default=4, help="20-node DAGs of the synthetic part (4)")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(OUT))
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
 

@@ -17,7 +17,6 @@ numbers: on a shared machine it explains most of the noise.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -26,6 +25,8 @@ import shutil
 import sys
 import tempfile
 import time
+
+from simulator.base import cliargs
 
 from .common import write_readme_section
 
@@ -124,11 +125,11 @@ def write_readme(section: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=10, help="trials per (DAG, cell, method) (10)")
-    ap.add_argument("--results-root", default=None, help="where the two runs go (default: a temp dir, removed)")
+    ap.add_argument("--results-root", type=cliargs.output_path("dir"), default=None, help="where the two runs go (default: a temp dir, removed)")
     ap.add_argument("--write-readme", action="store_true", help="update the section in benchmarks/README.md")
-    ap.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    ap.add_argument("--json", type=cliargs.output_path(), default=None, help="also write the numbers to this JSON file")
     args = ap.parse_args(argv)
     os.environ["NUMBA_NUM_THREADS"] = "1"
     root = args.results_root or tempfile.mkdtemp(prefix="bench_run_")

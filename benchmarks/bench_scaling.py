@@ -32,7 +32,6 @@ Parts:
 
 from __future__ import annotations
 
-import argparse
 import resource
 import sys
 import time
@@ -41,6 +40,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.testing import MODELS4, first_view, layered_dag
@@ -207,18 +207,18 @@ def markdown(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20, 40, 80, 160])
     ap.add_argument("--models", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--caps", type=int, nargs="+", default=[260, 2048])
-    ap.add_argument("--limit-ms", type=float, default=100.0, help="anytime limit (100)")
+    ap.add_argument("--limit-ms", type=cliargs.number(0, lo_inclusive=False), default=100.0, help="anytime limit (100)")
     ap.add_argument("--reps", type=int, default=3, help="timed decisions per cell (3; 1 at 40+ nodes, faithful)")
     ap.add_argument("--thread-sizes", type=int, nargs="*", default=[20, 40, 80])
     ap.add_argument("--thread-reps", type=int, default=3)
     ap.add_argument("--quality-trials", type=int, default=4, help="trials per (DAG, budget) of the quality part")
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(OUT))
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
 

@@ -19,7 +19,6 @@ asking for 2 threads makes a decision slower than one thread.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numba
+
+from simulator.base import cliargs
 
 from .bench_scaling import threads_part
 from .common import finish_run, log, measured_line, run_record
@@ -108,12 +109,12 @@ def markdown(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[5, 20, 40, 80])
     ap.add_argument("--models", type=int, nargs="+", default=[4, 1])
     ap.add_argument("--reps", type=int, default=3, help="interleaved 1-thread/2-thread pairs per case (3)")
     ap.add_argument("--m", type=int, default=None, help="simulations per pair (default: 64 below 40 nodes, else 8)")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(OUT))
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
     if numba.config.NUMBA_NUM_THREADS < 2:

@@ -14,7 +14,6 @@ the medians and their difference are printed as one JSON line.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -23,6 +22,7 @@ import statistics
 import time
 
 from executor import verifiers
+from simulator.base import cliargs
 
 
 async def bare(argv: list[str], answer: bytes) -> float:
@@ -54,7 +54,7 @@ async def main_async(argv: list[str], runs: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--command", default='python3 -c "import sys; sys.stdin.read()"')
     args = ap.parse_args()

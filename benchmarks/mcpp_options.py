@@ -14,7 +14,6 @@ and simulations per decision, from the run's merged records. Run by hand::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
 from simulator.base.scoring import paired_difference, wilson_interval
 from simulator.mcpp.params import MCPP
@@ -50,14 +50,14 @@ def _records(run_dir: str) -> list[dict]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pool", default=str(ROOT / "examples" / "example_pool.jsonl"))
+    ap = cliargs.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pool", type=cliargs.input_path(), default=str(ROOT / "examples" / "example_pool.jsonl"))
     ap.add_argument("--dags", type=int, default=6, help="DAGs (the largest of the pool first)")
     ap.add_argument("--trials", type=int, default=16)
-    ap.add_argument("--budget-ratios", nargs="+", type=float, default=[0.5, 1.0])
-    ap.add_argument("--deadline-ratios", nargs="+", type=float, default=[1.0])
+    ap.add_argument("--budget-ratios", nargs="+", type=cliargs.number(0, lo_inclusive=False), default=[0.5, 1.0])
+    ap.add_argument("--deadline-ratios", nargs="+", type=cliargs.number(0, lo_inclusive=False), default=[1.0])
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results_mcpp_options.json"))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(ROOT / "benchmarks" / "results_mcpp_options.json"))
     args = ap.parse_args()
     pool = load_pool(args.pool)
     # DAGs with several ready nodes are where the candidate generator matters: take the largest

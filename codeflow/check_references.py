@@ -13,7 +13,6 @@ regression cannot hide among known dataset issues.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 from codeflow.dataset import DEFAULT_DATASET, load_problems
 from codeflow.sandbox import SandboxLimits
 from codeflow.verify import verify_code
+from simulator.base import cliargs
 from simulator.base.errors import cli_entry
 from simulator.base.io_utils import atomic_write_json
 
@@ -156,14 +156,14 @@ def check(dataset: Path, limits: SandboxLimits, workers: int, progress: bool = T
 
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m codeflow.check_references",
         description="Run every CodeFlowBench-Repo reference solution against its own tests "
                     "in the sandbox and report how many pass and why the others fail.")
-    ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
-    ap.add_argument("--out", type=Path, default=Path("results/codeflow_reference_check.json"))
+    ap.add_argument("--dataset", type=cliargs.input_path(as_path=True), default=DEFAULT_DATASET)
+    ap.add_argument("--out", type=cliargs.output_path(as_path=True), default=Path("results/codeflow_reference_check.json"))
     ap.add_argument("--workers", type=int, default=2, help="parallel sandboxes (default 2)")
-    ap.add_argument("--timeout", type=float, default=5.0, help="per-test timeout, s")
+    ap.add_argument("--timeout", type=cliargs.number(0, lo_inclusive=False), default=5.0, help="per-test timeout, s")
     ap.add_argument("--memory-mb", type=int, default=2048)
     ap.add_argument("--isolation", default="auto", choices=["auto", "namespace", "process"])
     ap.add_argument("--no-progress", action="store_true")

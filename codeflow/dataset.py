@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.base.errors import PoolError, UserError
+from simulator.base.jsonread import JsonRefused, loads_strict
 from simulator.pools.graph import graph_from_named, node_depths
 
 DEFAULT_DATASET = Path(__file__).resolve().parent / "data" / "codeflowbench_repo.json"
@@ -232,25 +232,20 @@ def _problem_from_json(raw: object, path: str, pos: int) -> Problem:
     )
 
 
-def _refuse_constant(name: str):
-    """``NaN``, ``Infinity``: Python's json reads them, JSON has no such values (and they would be copied on)."""
-    raise json.JSONDecodeError(f"bare {name} is not JSON (write null or a number)", name, 0)
-
-
 def read_json_list(path: str | Path, what: str = "dataset file") -> list:
     """The top-level JSON list of ``path``; one-line errors for a missing, unreadable,
     invalid or non-list file (shared by the Repo and Comp loaders and the Comp tools)."""
     path = Path(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+        raw = loads_strict(path.read_bytes())
     except FileNotFoundError:
         raise UserError(f"{path}: {what} not found") from None
     except IsADirectoryError:
         raise UserError(f"{path}: {what} is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise UserError(f"{path}: cannot read the {what} ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise PoolError(f"not valid JSON ({exc})", path=str(path)) from None
+    except JsonRefused as exc:
+        raise PoolError(exc.msg, path=str(path), line=exc.lineno) from None
     if not isinstance(raw, list):
         kind = {dict: "object", str: "string", bool: "boolean", type(None): "null"}.get(
             type(raw), "number")

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from codeflow.comp.dataset import CompProblem, load_comp_problems
@@ -48,8 +46,10 @@ from codeflow.rollout_common import (
 )
 from codeflow.sandbox import SandboxLimits, resolve_isolation
 from codeflow.verify import verify_code
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
+from simulator.base.jsonread import JsonRefused, loads_strict
 
 log = logging.getLogger("codeflow.generate_rollouts")
 REPO_CONTEXTS = ("reference", "best_verified")
@@ -146,7 +146,7 @@ async def run_problem(ctx: RunContext, problem: Problem) -> str:
         record["split"] = "comp"
         record["title"] = problem.title
         record["generation"]["require_successful_prereq"] = args.require_successful_prereq
-    atomic_write_json(path, record)
+    atomic_write_json(path, record, strict=True)
     return "written"
 
 
@@ -203,15 +203,15 @@ async def generate(args: argparse.Namespace) -> dict[str, Any]:
         "problems_incomplete": outcome["incomplete"],
         "request_stats": stats, "wall_sec": round(time.time() - t0, 2),
     }
-    atomic_write_json(runs_dir / f"{safe_filename(args.model)}.summary.json", summary)
+    atomic_write_json(runs_dir / f"{safe_filename(args.model)}.summary.json", summary, strict=True)
     return summary
 
 
 def _json_arg(text: str) -> dict:
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+        value = loads_strict(text)
+    except JsonRefused as exc:
+        raise argparse.ArgumentTypeError(exc.msg) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
@@ -222,7 +222,7 @@ def _ids_arg(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m codeflow.generate_rollouts",
         description="Generate and verify CodeFlowBench rollouts (Repo or Comp split) through an "
                     "OpenAI-compatible chat endpoint (vLLM, hosted APIs). Resumable: run the "
@@ -236,19 +236,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model", required=True,
                    help="model id used in rollout files, pools and price tables, e.g. 4B_ins")
     g.add_argument("--served-model", help="model name the server expects (default: --model)")
-    g.add_argument("--concurrency", type=int, default=8, help="max requests in flight")
-    g.add_argument("--max-tries", type=int, default=6, help="tries per request (default 6)")
-    g.add_argument("--backoff-base", type=float, default=1.0,
+    g.add_argument("--concurrency", type=cliargs.integer(1), default=8, help="max requests in flight")
+    g.add_argument("--max-tries", type=cliargs.integer(1), default=6, help="tries per request (default 6)")
+    g.add_argument("--backoff-base", type=cliargs.number(0), default=1.0,
                    help="base of the exponential backoff, s (default 1)")
-    g.add_argument("--request-timeout", type=float, default=600.0, help="per request, s")
+    g.add_argument("--request-timeout", type=cliargs.number(0, lo_inclusive=False), default=600.0, help="per request, s")
     s = ap.add_argument_group("sampling")
     s.add_argument("--n", type=int, default=8, help="samples per subproblem (paper: 8)")
     s.add_argument("--samples-per-request", type=int, default=1,
                    help="1 (default): one request per sample, exact per-sample tokens and "
                         "latency; K>1: requests with n=K, tokens split by text length "
                         "(flagged estimated) and latency by token share")
-    s.add_argument("--temperature", type=float, default=0.6)
-    s.add_argument("--top-p", type=float, default=0.95)
+    s.add_argument("--temperature", type=cliargs.number(0), default=0.6)
+    s.add_argument("--top-p", type=cliargs.number(0, 1), default=0.95)
     s.add_argument("--top-k", type=int, default=20, help="-1 leaves top_k out of the request")
     s.add_argument("--max-tokens", type=int, default=None)
     s.add_argument("--extra-body", type=_json_arg, default={},
@@ -257,14 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--split", choices=["repo", "comp"], default="repo",
                    help="repo: CodeFlowBench-Repo (bundled); comp: the competition split "
                         "(give its file with --dataset)")
-    d.add_argument("--dataset", type=Path, default=None,
+    d.add_argument("--dataset", type=cliargs.input_path(as_path=True), default=None,
                    help="dataset file (default for --split repo: the bundled file)")
     d.add_argument("--problems", type=_ids_arg, action="extend", default=None,
                    help="comma-separated problem ids (repeatable); default: all")
     d.add_argument("--limit", type=int, default=None, help="first N selected problems")
-    d.add_argument("--out-dir", type=Path, required=True,
+    d.add_argument("--out-dir", type=cliargs.output_path("dir", as_path=True), required=True,
                    help="rollout root; files go to <out-dir>/<model>/<problem_id>.json")
-    d.add_argument("--journal", type=Path, default=None,
+    d.add_argument("--journal", type=cliargs.output_path(as_path=True), default=None,
                    help="request journal (default <out-dir>/.runs/<model>.journal.jsonl)")
     d.add_argument("--context", choices=[*REPO_CONTEXTS, *CONTEXT_MODES], default=None,
                    help="code shown for earlier turns: repo: reference (default) or "
@@ -277,9 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--overwrite", action="store_true",
                    help="rebuild existing problem files (journalled requests are reused)")
     v = ap.add_argument_group("verification")
-    v.add_argument("--verify-workers", type=int, default=2, help="parallel sandboxes")
-    v.add_argument("--test-timeout", type=float, default=5.0, help="per test, s")
-    v.add_argument("--memory-mb", type=int, default=2048, help="address-space limit")
+    v.add_argument("--verify-workers", type=cliargs.integer(1), default=2, help="parallel sandboxes")
+    v.add_argument("--test-timeout", type=cliargs.number(0, lo_inclusive=False), default=5.0, help="per test, s")
+    v.add_argument("--memory-mb", type=cliargs.integer(1), default=2048, help="address-space limit")
     v.add_argument("--isolation", choices=["auto", "namespace", "process"], default="auto")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the prompt of every node of the selected problems and exit")
@@ -311,6 +311,10 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.require_successful_prereq and not (args.split == "comp"
                                                and args.context == "chained"):
         raise ConfigError("--require-successful-prereq needs --split comp --context chained")
+    # the default dataset is known only now: the one rule over the command's paths, with it
+    cliargs.check_doors([("--dataset", cliargs.input_path(), str(args.dataset)),
+                         ("--out-dir", cliargs.output_path("dir"), str(args.out_dir)),
+                         *([("--journal", cliargs.output_path(), str(args.journal))] if args.journal else [])])
 
 
 def dry_run(args: argparse.Namespace) -> None:

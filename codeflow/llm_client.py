@@ -50,7 +50,7 @@ from typing import Any
 import httpx
 
 from simulator.base.errors import ConfigError, UserError
-from simulator.base.io_utils import dumps_compact
+from simulator.base.io_utils import dumps_compact_strict, naming
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +202,8 @@ class RequestJournal:
         return self.done.get(key)
 
     def append(self, result: ChatResult) -> None:
-        line = dumps_compact(result.to_json()) + "\n"
-        with self._lock:
+        line = dumps_compact_strict(result.to_json()) + "\n"
+        with self._lock, naming(self.path):  # disk full: one line naming the journal (exit 3)
             self._fh.write(line)
             self._fh.flush()
             os.fsync(self._fh.fileno())

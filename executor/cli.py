@@ -30,6 +30,7 @@ from executor.live import EXIT_CODES, Options, RunSpec, open_run
 from executor.redact import redact
 from executor.trace import Trace, format_summary, read_trace, summarize
 from executor.world import Faults, World, serve_until_stopped, stats_dict
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.outputs import check_output_path
 from simulator.base.settings import check_seed
@@ -39,11 +40,11 @@ EXAMPLE_POOL = Path(__file__).resolve().parent.parent / "examples" / "example_po
 
 
 def _common(ap: argparse.ArgumentParser, *, endpoints: bool) -> None:
-    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
+    ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
     ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
-    ap.add_argument("--tasks", default=None, help="tasks file (JSON); default: the loopback generic task per node")
+    ap.add_argument("--tasks", type=cliargs.input_path(), default=None, help="tasks file (JSON); default: the loopback generic task per node")
     if endpoints:
-        ap.add_argument("--endpoints", required=True, help="endpoints file (TOML)")
+        ap.add_argument("--endpoints", type=cliargs.input_path(), required=True, help="endpoints file (TOML)")
     b = ap.add_mutually_exclusive_group(required=True)
     b.add_argument("--budget", help="budget in the cost unit (tokens, or dollars in money mode)")
     b.add_argument("--budget-ratio", help="multiple of the DAG's nominal budget")
@@ -53,12 +54,12 @@ def _common(ap: argparse.ArgumentParser, *, endpoints: bool) -> None:
     ap.add_argument("--method", default=MCPP, help="a registered method (mc_portfolio_rollout, sequential, uniform, ...)")
     ap.add_argument("--cost-mode", default="token", help="token (output tokens) or money (dollars from the prices)")
     ap.add_argument("--seed", default="0", help="run seed (planner keys; the world's draws in agree: seed + 1)")
-    ap.add_argument("--time-scale", type=float, default=1.0, help="wall seconds per model second")
+    ap.add_argument("--time-scale", type=cliargs.number(0, lo_inclusive=False), default=1.0, help="wall seconds per model second")
     ap.add_argument("--cancel-siblings", action="store_true",
                     help="cancel a batch's other samples once one passes (departs from the simulated rules)")
     ap.add_argument("--update", choices=("off", "posterior"), default="off",
                     help="online re-estimation of the planner's statistics (off: the paper's behaviour)")
-    ap.add_argument("--prior-strength", type=float, default=8.0, help="pseudo-observations of the pool's prior")
+    ap.add_argument("--prior-strength", type=cliargs.number(0), default=8.0, help="pseudo-observations of the pool's prior")
     ap.add_argument("--calibrated-estimate", type=int, default=0, metavar="N",
                     help="a planner's plan events also report the calibrated estimate: the on-time rate of N "
                          "simulated episodes of the method from the run's state (costs N episodes per decision)")
@@ -97,9 +98,9 @@ def _checked(args, *, endpoints: bool):
 
 
 def cmd_run(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor run", description="Run a workflow live.")
+    ap = cliargs.ArgumentParser(prog="python -m executor run", description="Run a workflow live.")
     _common(ap, endpoints=True)
-    ap.add_argument("--trace", required=True, help="trace JSONL (one event per line, fsynced); a new file")
+    ap.add_argument("--trace", type=cliargs.output_path(), required=True, help="trace JSONL (one event per line, fsynced); a new file")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     ap.add_argument("--trial", type=int, default=0, help="trial number (sent to the endpoints in X-MCPP-Trial)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -143,8 +144,8 @@ def cmd_run(argv: Sequence[str]) -> int:
 
 
 def cmd_summary(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor summary", description="Summarize a (cut-off) trace.")
-    ap.add_argument("trace")
+    ap = cliargs.ArgumentParser(prog="python -m executor summary", description="Summarize a (cut-off) trace.")
+    ap.add_argument("trace", type=cliargs.input_path())
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     events, torn = read_trace(args.trace)
@@ -154,21 +155,21 @@ def cmd_summary(argv: Sequence[str]) -> int:
 
 
 def cmd_world(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor world", description="Serve a pool as an OpenAI-compatible world.")
-    ap.add_argument("--pool", required=True)
+    ap = cliargs.ArgumentParser(prog="python -m executor world", description="Serve a pool as an OpenAI-compatible world.")
+    ap.add_argument("--pool", type=cliargs.input_path(), required=True)
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
-    ap.add_argument("--time-scale", type=float, default=1.0, help="wall seconds slept per model second")
+    ap.add_argument("--time-scale", type=cliargs.number(0, lo_inclusive=False), default=1.0, help="wall seconds slept per model second")
     ap.add_argument("--seed", default="1", help="seed of the world's keyed draws")
-    ap.add_argument("--fault-429", type=float, default=0.0)
-    ap.add_argument("--fault-500", type=float, default=0.0)
-    ap.add_argument("--fault-timeout", type=float, default=0.0)
-    ap.add_argument("--fault-reset", type=float, default=0.0)
-    ap.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of a 429 (seconds)")
+    ap.add_argument("--fault-429", type=cliargs.number(0, 1), default=0.0)
+    ap.add_argument("--fault-500", type=cliargs.number(0, 1), default=0.0)
+    ap.add_argument("--fault-timeout", type=cliargs.number(0, 1), default=0.0)
+    ap.add_argument("--fault-reset", type=cliargs.number(0, 1), default=0.0)
+    ap.add_argument("--retry-after", type=cliargs.number(0), default=1.0, help="Retry-After of a 429 (seconds)")
     ap.add_argument("--usage", choices=("sampled", "max"), default="sampled")
-    ap.add_argument("--tasks", default=None, help="tasks file of DAG --dag (what the answers must pass)")
+    ap.add_argument("--tasks", type=cliargs.input_path(), default=None, help="tasks file of DAG --dag (what the answers must pass)")
     ap.add_argument("--dag", type=int, default=0)
-    ap.add_argument("--write-endpoints", default=None, help="write an endpoints file pointing at this world")
-    ap.add_argument("--max-seconds", type=float, default=3600.0, help="stop after this many wall seconds")
+    ap.add_argument("--write-endpoints", type=cliargs.output_path(), default=None, help="write an endpoints file pointing at this world")
+    ap.add_argument("--max-seconds", type=cliargs.number(0, lo_inclusive=False), default=3600.0, help="stop after this many wall seconds")
     args = ap.parse_args(argv)
     if not (args.time_scale > 0) or not (args.max_seconds > 0) or not (0 <= args.port < 65536):
         raise ConfigError("--time-scale and --max-seconds must be > 0 and --port in 0..65535")
@@ -196,13 +197,13 @@ def cmd_world(argv: Sequence[str]) -> int:
 
 
 def cmd_agree(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor agree",
+    ap = cliargs.ArgumentParser(prog="python -m executor agree",
                                  description="Live episodes against the loopback world vs simulated ones.")
     _common(ap, endpoints=False)
     ap.add_argument("--runs", type=int, default=200, help="episodes on each side")
     ap.add_argument("--concurrency", type=int, default=200, help="live episodes at once")
     ap.add_argument("--world-seed", default=None, help="seed of the world's draws (default: seed + 1)")
-    ap.add_argument("--z", type=float, default=3.0, help="allowed difference in standard errors")
+    ap.add_argument("--z", type=cliargs.number(0, lo_inclusive=False), default=3.0, help="allowed difference in standard errors")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.time_scale == 1.0 and "--time-scale" not in argv:
@@ -219,14 +220,14 @@ def cmd_agree(argv: Sequence[str]) -> int:
 
 
 def cmd_demo(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor demo",
+    ap = cliargs.ArgumentParser(prog="python -m executor demo",
                                  description="MCPP and sequential live on the example pool's first DAG.")
-    ap.add_argument("--pool", default=str(EXAMPLE_POOL))
+    ap.add_argument("--pool", type=cliargs.input_path(), default=str(EXAMPLE_POOL))
     ap.add_argument("--dag", type=int, default=0)
-    ap.add_argument("--budget-ratio", type=float, default=1.0)
-    ap.add_argument("--deadline-ratio", type=float, default=1.0)
-    ap.add_argument("--time-scale", type=float, default=0.05)
-    ap.add_argument("--trace-dir", default=None, help="where the two traces go (default: a temporary directory)")
+    ap.add_argument("--budget-ratio", type=cliargs.number(0, lo_inclusive=False), default=1.0)
+    ap.add_argument("--deadline-ratio", type=cliargs.number(0, lo_inclusive=False), default=1.0)
+    ap.add_argument("--time-scale", type=cliargs.number(0, lo_inclusive=False), default=0.05)
+    ap.add_argument("--trace-dir", type=cliargs.output_path("dir"), default=None, help="where the two traces go (default: a temporary directory)")
     args = ap.parse_args(argv)
     pool, dag = load_dag(args.pool, args.dag)
     wf = make_workflow(pool, dag, args.pool, None, "", None, "token_cost_mean")

@@ -29,7 +29,6 @@ cut_body,ok [--schedule ...] [--port N] [--write-endpoints F] [--record F]``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import json
@@ -47,6 +46,7 @@ import orjson
 
 from executor.clock import Clock
 from executor.world import Call, Reply, World, error_body, error_reply, serve_until_stopped
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.rng import make_key, uniform
 from simulator.pools.pool import Pool
@@ -526,25 +526,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     from simulator.base.io_utils import atomic_write_text
     from simulator.base.settings import check_seed
 
-    ap = argparse.ArgumentParser(prog="python -m executor.hostile",
+    ap = cliargs.ArgumentParser(prog="python -m executor.hostile",
                                  description="Serve a pool as a hostile OpenAI-compatible world (fault classes: "
                                              + ", ".join(FAULT_CLASSES) + ").")
-    ap.add_argument("--pool", required=True)
+    ap.add_argument("--pool", type=cliargs.input_path(), required=True)
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
     ap.add_argument("--classes", default="ok", help="classes drawn per request: a,b or a:3,b:1 (weights)")
     ap.add_argument("--schedule", default=None, help="classes served to the first requests in order: a,b,c")
-    ap.add_argument("--time-scale", type=float, default=1.0, help="wall seconds slept per model second")
+    ap.add_argument("--time-scale", type=cliargs.number(0, lo_inclusive=False), default=1.0, help="wall seconds slept per model second")
     ap.add_argument("--seed", default="1", help="seed of the keyed draws")
     ap.add_argument("--usage", choices=("sampled", "max"), default="sampled")
-    ap.add_argument("--tasks", default=None, help="tasks file of DAG --dag (what the answers must pass)")
+    ap.add_argument("--tasks", type=cliargs.input_path(), default=None, help="tasks file of DAG --dag (what the answers must pass)")
     ap.add_argument("--dag", type=int, default=0)
-    ap.add_argument("--trickle-interval", type=float, default=0.2, help="seconds between bytes of a trickle")
-    ap.add_argument("--oversized-mb", type=float, default=64.0, help="MiB an oversized body streams before closing")
-    ap.add_argument("--bomb-mb", type=float, default=1024.0, help="MiB of zeros a gzip_bomb decodes to (built once "
-                                                                  "before listening: seconds for 1024)")
-    ap.add_argument("--write-endpoints", default=None, help="write an endpoints file pointing at this world")
-    ap.add_argument("--record", default=None, help="write the requests seen and the bill (JSON) when stopping")
-    ap.add_argument("--max-seconds", type=float, default=3600.0, help="stop after this many wall seconds")
+    ap.add_argument("--trickle-interval", type=cliargs.number(0), default=0.2, help="seconds between bytes of a trickle")
+    ap.add_argument("--oversized-mb", type=cliargs.number(0, lo_inclusive=False), default=64.0, help="MiB an oversized body streams before closing")
+    ap.add_argument("--bomb-mb", type=cliargs.number(0, lo_inclusive=False), default=1024.0,
+                    help="MiB of zeros a gzip_bomb decodes to (built once before listening: seconds for 1024)")
+    ap.add_argument("--write-endpoints", type=cliargs.output_path(), default=None, help="write an endpoints file pointing at this world")
+    ap.add_argument("--record", type=cliargs.output_path(), default=None, help="write the requests seen and the bill (JSON) when stopping")
+    ap.add_argument("--max-seconds", type=cliargs.number(0, lo_inclusive=False), default=3600.0, help="stop after this many wall seconds")
     args = ap.parse_args(argv)
     if not (args.time_scale > 0) or not (args.max_seconds > 0) or not (0 <= args.port < 65536):
         raise ConfigError("--time-scale and --max-seconds must be > 0 and --port in 0..65535")

@@ -26,7 +26,6 @@ rate at the largest budget tried.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -34,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 # light imports only (no numpy, numba or the live executor): the header is printed before the rest loads
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.settings import check_seed
 from simulator.base.validation import check_number
@@ -139,10 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_quote(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor quote",
+    ap = cliargs.ArgumentParser(prog="python -m executor quote",
                                  description="The cheapest budget at which a method finishes on time with a target "
                                              "probability (simulated whole episodes).")
-    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
+    ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
     ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
     d = ap.add_mutually_exclusive_group(required=True)
     d.add_argument("--deadline", help="deadline in model seconds")

@@ -30,7 +30,6 @@ the loopback world answers (``docs/executor.md``).
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,7 @@ from typing import Any
 import regex
 
 from simulator.base.errors import ConfigError
+from simulator.base.jsonread import load_json_file
 
 KINDS = ("generic", "codeflow", "proofflow")
 #: what the loopback world answers for a passing / failing sample of a generic task
@@ -244,12 +244,7 @@ def load_tasks(path: str | None, node_ids: Sequence[int], parents: Mapping[int, 
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{path}: tasks file not found")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: line {exc.lineno}: tasks file is not valid JSON") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: tasks file is not UTF-8 text") from None
+    doc = load_json_file(p, what="tasks file", max_bytes=256 << 20)
     if doc is None:
         raise ConfigError(f"{path}: a tasks file is an object with 'nodes' and/or 'default' (got null)")
     return build_tasks(doc, node_ids, parents, str(path))

@@ -12,7 +12,6 @@ only the last few milliseconds); ``fsync="inline"`` fsyncs inside
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import Counter
@@ -21,7 +20,8 @@ from typing import Any
 
 from executor.redact import needs_redaction, redact, redact_all
 from simulator.base.errors import ConfigError
-from simulator.base.io_utils import dumps_compact
+from simulator.base.io_utils import dumps_compact_strict, naming
+from simulator.base.jsonread import JsonRefused, loads_strict
 
 EVENTS = ("run", "plan", "request", "verdict", "ledger", "endpoint", "end")
 
@@ -110,16 +110,17 @@ class Trace:
         where they enter, :func:`executor.client.said`, so the in-memory events of a file-less trace are too)."""
         rec = {"event": event, **fields}
         if self._fh is not None:
-            line = dumps_compact(rec)
+            line = dumps_compact_strict(rec)
             if needs_redaction(line):  # rare: the common path is one substring test of the line
                 rec = {"event": event, **redact_all(fields)}
-                line = dumps_compact(rec)
-            self._fh.write(line + "\n")
-            self._fh.flush()
-            if self._fsync == "inline":
-                os.fsync(self._fh.fileno())
-            else:
-                _SYNCER.mark(self._fh)
+                line = dumps_compact_strict(rec)
+            with naming(self.path):  # disk full: one line naming the trace (exit 3)
+                self._fh.write(line + "\n")
+                self._fh.flush()
+                if self._fsync == "inline":
+                    os.fsync(self._fh.fileno())
+                else:
+                    _SYNCER.mark(self._fh)
         self.events.append(rec)
         return rec
 
@@ -149,18 +150,18 @@ def read_trace(path: str | os.PathLike) -> tuple[list[dict[str, Any]], bool]:
     if not p.is_file():
         raise ConfigError(f"{path}: trace file not found")
     events, torn = [], False
-    with open(p, encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().split("\n")
+    with open(p, "rb") as fh:
+        lines = fh.read().split(b"\n")
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if i >= len(lines) - 1:  # the last line, cut mid-write
+            rec = loads_strict(line)
+        except JsonRefused as exc:
+            if i >= len(lines) - 1 and exc.msg.startswith("not valid JSON"):  # the last line, cut mid-write
                 torn = True
                 break
-            raise ConfigError(f"{path}: line {i}: not a JSON event") from None
+            raise ConfigError(f"{path}: line {i}: not a JSON event ({exc.msg})") from None
         if not isinstance(rec, dict) or rec.get("event") not in EVENTS:
             raise ConfigError(f"{path}: line {i}: not a trace event")
         events.append(rec)

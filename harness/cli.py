@@ -9,13 +9,13 @@ analyze, report, claims, paper, surface, surface-serve, help. Settings come from
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, UserError
 
-from . import variables
+from . import runlock, variables
 from .cli_util import run_cli
 
 USAGE = """\
@@ -127,7 +127,7 @@ def _prestart_hosts(args) -> None:
         python, n = variables.read(os.environ, "PYTHON"), variables.read(os.environ, "N_WORKERS")
     except UserError:
         return
-    n = n or variables.cores()
+    n, _ = variables.capped_workers(n)  # the shards are not known yet: the per-core bound only
     prestart_hosts(python, RUN_SHARD, shard_env(threads_per_worker(variables.cores(), n)), n)
 
 
@@ -157,15 +157,19 @@ def act_local(args, v) -> int:
         release_spare_hosts()
         raise
     timings["prepare_s"] = time.perf_counter() - t
-    n = v["N_WORKERS"] or variables.cores()
+    n, capped = variables.capped_workers(v["N_WORKERS"], len(rd.shards))
     release_dead_claims(rd)
+    if capped:
+        print(f"local: {capped}", file=sys.stderr)
     print(f"local: {len(rd.shards)} shards, {n} worker process(es)", flush=True)
     from . import analysis_host
 
     t = time.perf_counter()
     # when a core is free (the first worker has no shard left) the analysis's process starts importing its
     # libraries there, beside the last shards and the merge (harness/analysis_host.py)
-    run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=analysis_host.start)
+    counts = run_local(rd, n, worker_options(v), progress=not args.no_progress, on_idle=analysis_host.start)
+    if counts.get("fatal_exit"):  # a shard refused its input or the disk is full: said, not retried
+        return counts["fatal_exit"]
     timings["shards_s"] = time.perf_counter() - t
     stale = v["STALE_SECONDS"]
     from .state import ShardState
@@ -217,6 +221,7 @@ def act_shard(args, v) -> int:
         raise ConfigError("usage: run_experiment.sh shard N  (N = 0-based line of jobs_list.txt)")
     rd.shard(args.n)
     rd.check_pool_unchanged()
+    runlock.hold(rd.path)  # a `prepare --force` refuses while this shard runs
     runner = ShardRunner(rd, worker_options(v))
     outcome = runner.run(args.n, foreground=True)
     msg = {
@@ -233,6 +238,8 @@ def act_task(args, v) -> int:
     from .worker import ShardRunner
 
     rd = run_dir_from_env(settings=v)
+    rd.require_prepared()
+    runlock.hold(rd.path)
     runner = ShardRunner(rd, worker_options(v))
     outcome = runner.run(args.n)
     print(f"task shard {args.n}: {outcome}")
@@ -248,6 +255,7 @@ def act_auto(args, v) -> int:
     rd = run_dir_from_env(settings=v)
     runner = ShardRunner(rd, worker_options(v))
     rd.check_pool_unchanged()
+    runlock.hold(rd.path)
     release_dead_claims(rd)
 
     def on_term(signum, frame):  # pragma: no cover - signal path
@@ -257,6 +265,10 @@ def act_auto(args, v) -> int:
     print(f"auto worker {runner.worker} on {rd.path}", flush=True)
     counts = auto_loop(runner, lambda n, o: print(f"  shard {n}: {o}", flush=True))
     print(f"auto worker done: {counts or 'nothing left to claim'}")
+    if runner.fatal is not None:  # bad input, a changed pool or a full disk: not retried, the cause said
+        rc, cause = runner.fatal
+        print(cause if cause.startswith("error:") else f"error: {cause}", file=sys.stderr)
+        return rc
     return 1 if counts.get("failed") else 0
 
 
@@ -364,6 +376,8 @@ def act_surface(args, v) -> int:
             return 1
         return 0
     cfg, run_cfg = resolve_surface()  # every setting, checked before any work
+    if os.path.isdir(rd.path):
+        runlock.hold(rd.path)  # a `prepare --force` of the run refuses while its surface is computed
     from .rundir import RunDir
     from .status import release_dead_claims
     from .worker import run_local
@@ -376,9 +390,13 @@ def act_surface(args, v) -> int:
         submit(job, v)
         print(f"then: bash run_experiment.sh surface --merge   (RUN_DIR={rd.path})")
         return 0
-    n = v["N_WORKERS"] or variables.cores()
+    n, capped = variables.capped_workers(v["N_WORKERS"], len(job.shards))
+    if capped:
+        print(f"surface: {capped}", file=sys.stderr)
     print(f"surface: {len(job.shards)} shards, {n} worker process(es), {JOB_DIR}/ in {rd.path}", flush=True)
-    run_local(job, n, worker_options(v), progress=not args.no_progress)
+    counts = run_local(job, n, worker_options(v), progress=not args.no_progress)
+    if counts.get("fatal_exit"):
+        return counts["fatal_exit"]
     from .state import ShardState
 
     st = ShardState(job.state)
@@ -441,11 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     if action not in ACTIONS:
         print(f"error: unknown action {action!r}\n\n" + _help(), file=sys.stderr)
         return 2
-    ap = argparse.ArgumentParser(prog=f"run_experiment.sh {action}", add_help=True)
+    ap = cliargs.ArgumentParser(prog=f"run_experiment.sh {action}", add_help=True)
     if action in ("shard", "task"):
         ap.add_argument("n", type=int, nargs="?", help="shard number (0-based line of jobs_list.txt)")
     if action == "claims":
-        ap.add_argument("runs", nargs="*", help="run names (under RESULTS_ROOT) or run directories")
+        ap.add_argument("runs", type=cliargs.input_path("any"), nargs="*", help="run names (under RESULTS_ROOT) or run directories")
     ap.add_argument("--dry-run", action="store_true", help="paper: list the runs, run nothing")
     ap.add_argument("--force", action="store_true", help="prepare: replace a different configuration")
     ap.add_argument("--no-prepare", action="store_true", help="local/slurm: use the prepared run as is")
@@ -455,7 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retry-failed", action="store_true", help="resume: make failed shards pending again")
     ap.add_argument("--stale-seconds", default=None, help="resume: heartbeat age threshold (s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="status: list every shard")
-    args = ap.parse_args(argv[1:])
+    try:
+        args = ap.parse_args(argv[1:])
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     missing = missing_requirement()
     if missing:
         print(f"error: {install_hint(missing)}", file=sys.stderr)

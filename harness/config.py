@@ -218,6 +218,7 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
     default_price_model = v["DEFAULT_PRICE_MODEL"]
     run_name = v["RUN_NAME"]
     root = v["RESULTS_ROOT"]
+    variables.check_run_paths(v, os.path.join(root, run_name), "RESULTS_ROOT/RUN_NAME")  # before the pool is read
     # --- the pool --------------------------------------------------------------
     pool_path = v["DAG_POOL_PATH"]
     full = load_pool(pool_path)

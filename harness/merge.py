@@ -154,6 +154,10 @@ def merge(rd: RunDir, out=print) -> dict:
             os.makedirs(d, exist_ok=True)
             os.replace(os.path.join(tmp_root, c["cell"] + ".jsonl"), os.path.join(d, "records.jsonl"))
             atomic_write_json(os.path.join(d, "params.json"), cell_params(run, c, counts[c["cell"]]))
+        current = {c["cell"] for c in cells}
+        for name in sorted(os.listdir(cells_dir)):  # cells of an earlier configuration no longer belong here
+            if name not in current:
+                shutil.rmtree(os.path.join(cells_dir, name), ignore_errors=True)
         atomic_write_json(os.path.join(rd.merged, "run.json"), run)
         atomic_write_json(os.path.join(rd.merged, "merge_report.json"), report)
     finally:

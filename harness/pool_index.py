@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_text
+from simulator.base.jsonread import JsonRefused, loads_strict
 from simulator.pools.pool import LineEntry, Pool, index_pool_lines, load_pool_rows
 
 INDEX_FORMAT = "mcpp-pool-index/1"
@@ -44,11 +45,11 @@ def write_pool_index(dest: str, sections: dict[str, dict]) -> None:
 
 def read_pool_index(path: str) -> dict:
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        with open(path, "rb") as fh:
+            data = loads_strict(fh.read())
     except FileNotFoundError:
         raise ConfigError(f"{path}: the run's pool index is missing; run `bash run_experiment.sh prepare` again") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, JsonRefused) as exc:
         raise ConfigError(f"{path}: the run's pool index is unreadable ({exc}); run `prepare` again") from None
     if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
         raise ConfigError(f"{path}: not a pool index of this version (format {INDEX_FORMAT}); run `prepare` again")

@@ -17,10 +17,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json, atomic_write_text
 from simulator.costs.modes import cost_unit
 
+from . import runlock
 from .config import REPO, RunConfig, resolve_config
 from .grid import format_value
 from .pool_index import POOL_INDEX, write_pool_index
@@ -141,7 +143,8 @@ def prepare(
                     + "\nUse another RUN_NAME, restore the settings, or add --force to move the old run into "
                     f"{rd.p('archive')}/ (nothing is deleted)."
                 )
-            dest = archive_run(rd)
+            with runlock.exclusive(rd.path, "prepare --force"):  # refused while another process computes it
+                dest = archive_run(rd)
             out(f"prepare --force: the previous run was moved to {dest}")
             state = None
         elif old.get("shards") != record["shards"] and state is not None:
@@ -157,6 +160,7 @@ def prepare(
         if old.get("fingerprint") == record["fingerprint"]:
             record["prepared_at"] = old.get("prepared_at", record["prepared_at"])
     os.makedirs(rd.path, exist_ok=True)
+    runlock.hold(rd.path)  # for the rest of this process (`local` computes the run next)
     for d in (rd.outputs, rd.state, rd.logs):
         os.makedirs(d, exist_ok=True)
     write_pool_index(rd.p(POOL_INDEX), cfg.pool_index)  # before the job lines that name it
@@ -204,19 +208,23 @@ def describe(cfg: RunConfig, record: dict, rd: RunDir, n_done: int) -> str:
 
 
 def main_prepare(argv: list[str] | None = None) -> int:
-    import argparse
 
     from .cli_util import run_cli
 
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="gen_jobs.py",
         description="Validate the harness settings (environment variables of docs/harness.md), expand the "
         "(budget, deadline) grid and write <run>/jobs_list.txt and <run>/run.json.",
     )
     ap.add_argument("--force", action="store_true", help="replace a different configuration (old run archived)")
     ap.add_argument("--quiet", action="store_true", help="print nothing on success")
-    args = ap.parse_args(argv)
-    return run_cli(lambda: prepare(force=args.force, quiet=args.quiet) and 0)
+
+    def go() -> int:
+        args = ap.parse_args(argv)
+        prepare(force=args.force, quiet=args.quiet)
+        return 0
+
+    return run_cli(go)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 from simulator.base.errors import ConfigError
+from simulator.base.jsonread import JsonRefused, loads_strict
 
 
 def read_run_json(path: str) -> dict:
     """A run's (or surface job's) ``run.json``; one line naming the file when it is unreadable or not JSON."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; this run.json is damaged: prepare the run again "
-                          "(`prepare --force` archives the old one)") from None  # fmt: skip
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc}); this run.json is damaged: prepare the run again "
+        with open(path, "rb") as fh:
+            doc = loads_strict(fh.read(), allow_nonfinite=True)  # a deadline axis holds Infinity ("no deadline")
+    except JsonRefused as exc:
+        raise ConfigError(f"{path}: {exc.msg}; this run.json is damaged: prepare the run again "
                           "(`prepare --force` archives the old one)") from None  # fmt: skip
     except PermissionError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import loads_fast
 from simulator.engine.registry import split_method_list
@@ -268,9 +269,9 @@ class ShardSpec:
 def add_shard_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``run_shard.py`` (the job line)."""
     p.add_argument("--shard", type=int, default=0, help="shard number (for messages and progress)")
-    p.add_argument("--pool", required=True, help="execution pool (JSONL)")
+    p.add_argument("--pool", type=cliargs.input_path(), required=True, help="execution pool (JSONL)")
     p.add_argument("--pool-sha256", default="", help="refuse to run if the pool file changed since prepare")
-    p.add_argument("--out-dir", required=True, help="outputs root: <out-dir>/<group>/dag_<row>.jsonl")
+    p.add_argument("--out-dir", type=cliargs.output_path("dir"), required=True, help="outputs root: <out-dir>/<group>/dag_<row>.jsonl")
     p.add_argument("--budget-group", required=True, help="budget group key (e.g. b00)")
     p.add_argument("--budget", required=True, help="ratio:X (x nominal budget) or absolute:X")
     p.add_argument("--deadlines", required=True, help="comma list of ratio:X / absolute:X (inf allowed)")
@@ -287,25 +288,28 @@ def add_shard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--planning", default=None, help="JSON of RunSettings.planning (robustness)")
     p.add_argument("--further-params", default=None, help="JSON of the resolved LOADER / Chernoff parameters")
     p.add_argument("--execution-rules", default="published", choices=("published", "atomic", "per_attempt", "live"))
-    p.add_argument("--progress-file", default=None, help="JSON progress for the orchestrator (not a result)")
-    p.add_argument("--pool-index", default=None, help="the run's pool index (prepare): read only this shard's rows")
+    p.add_argument("--progress-file", type=cliargs.output_path(), default=None, help="JSON progress for the orchestrator (not a result)")
+    p.add_argument("--pool-index", type=cliargs.input_path(), default=None, help="the run's pool index (prepare): read only this shard's rows")
 
 
 def _json_arg(text: str | None, what: str):
+    """A JSON object flag (the one strict reader: no NaN, no repeated key); anything but an object refused."""
+    from simulator.base.jsonread import loads_checked
+
     if text in (None, ""):
         return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what} is not valid JSON: {exc.msg}") from None
+    obj = loads_checked(text, f"{what} (flag)")
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{what} (flag): expected a JSON object, got {text[:60]!r}")
+    return obj
 
 
 def spec_from_args(a: argparse.Namespace) -> ShardSpec:
     """The shard of a job line; every flag checked here, before any work (one line naming the flag)."""
     from simulator.base.outputs import check_output_name, check_output_path
-    from simulator.base.validation import check_choice, check_int
+    from simulator.base.validation import check_choice, check_distinct, check_int
     from simulator.costs.arrays import LATENCY_DISTS
-    from simulator.costs.charges import normalize_cost_mode
+    from simulator.costs.charges import check_price_table, normalize_cost_mode
     from simulator.methods import method_spec
 
     check_int(a.shard, "--shard", "flag", lo=0)
@@ -318,6 +322,7 @@ def spec_from_args(a: argparse.Namespace) -> ShardSpec:
     deadlines = [_axis_arg(x, "--deadlines") for x in a.deadlines.split(",") if x.strip()]
     if not deadlines:
         raise ConfigError(f"--deadlines {a.deadlines!r}: no deadline given (write e.g. 'ratio:1,absolute:inf')")
+    check_distinct([d.token() for d in deadlines], "--deadlines", "flag")  # decided now, not after every episode
     methods = split_method_list(a.methods)  # a variant NAME[a=1,b=2] holds commas
     if not methods:
         raise ConfigError(f"--methods {a.methods!r}: no method given")
@@ -343,7 +348,7 @@ def spec_from_args(a: argparse.Namespace) -> ShardSpec:
         latency_dist=a.latency_dist,
         methods=methods,
         baseline_suite=[m for m in a.baseline_suite.split(",") if m],
-        prices=_json_arg(a.prices, "--prices"),
+        prices=check_price_table(_json_arg(a.prices, "--prices"), "--prices (flag)"),
         default_price_model=a.default_price_model,
         mcpp=_json_arg(a.mcpp_params, "--mcpp-params") or {},
         planning=_json_arg(a.planning, "--planning") or {},

@@ -58,9 +58,11 @@ HARNESS_MCPP_DEFAULTS: dict[str, Any] = {"max_candidate_actions": 2048}
 
 
 class Parser:
-    """Text of one variable -> typed value; ``expects`` says what is accepted (help, docs)."""
+    """Text of one variable -> typed value; ``expects`` says what is accepted (help, docs); ``role``: for a
+    path, ``"in"`` (read) or ``"out"`` (written), declared so that no path variable goes unchecked."""
 
     expects = "text"
+    role: str | None = None
 
     def __call__(self, text: str, name: str) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -134,20 +136,25 @@ class Pattern(Parser):
 
 
 class Path(Parser):
-    """A path, made absolute against the current directory (stored absolute in the run)."""
+    """A path, made absolute against the current directory (stored absolute in the run); ``role`` ``"in"``
+    (a file the run reads) or ``"out"`` (a folder it writes)."""
 
     expects = "path"
+
+    def __init__(self, role: str) -> None:
+        self.role = role
 
     def __call__(self, text: str, name: str) -> str:
         return os.path.abspath(os.path.expanduser(text))
 
 
 class PlainName(Parser):
-    expects = "a plain name (no `/`)"
+    expects = "a plain name (no `/`, at most 255 bytes: one file name)"
 
     def __call__(self, text: str, name: str) -> str:
-        if "/" in text or text in (".", ".."):
-            raise ConfigError(f"{where(name, SOURCE)}: expected {self.expects}, got {text!r}")
+        if "/" in text or "\0" in text or text in ("", ".", "..") or len(os.fsencode(text)) > 255:
+            shown = text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+            raise ConfigError(f"{where(name, SOURCE)}: expected {self.expects}, got {shown!r}")
         return text
 
 
@@ -327,8 +334,9 @@ class FurtherText(Text):
     """Kept as text here: :func:`simulator.baselines.further.variants.resolve_further_params` checks these values
     together, with one rule for the harness, the command line (which reads the same variables) and the API."""
 
-    def __init__(self, expects: str) -> None:
+    def __init__(self, expects: str, role: str | None = None) -> None:
         self.expects = expects
+        self.role = role
 
 
 #: the published defaults of the Chernoff policies (simulator.baselines.further.chernoff.DeadlineParams; a test checks
@@ -340,7 +348,7 @@ FURTHER_DEFAULTS = {"theta_grid_size": 10, "theta_grid_spacing": "log_upper", "b
 def _further_vars() -> list[Var]:
     d = FURTHER_DEFAULTS
     return [
-        Var("LOADER_COLGEN_PARAMS_PATH", "", FurtherText("a JSON file of column-generation parameters"),
+        Var("LOADER_COLGEN_PARAMS_PATH", "", FurtherText("a JSON file of column-generation parameters", role="in"),
             "loader_dual_colgen: JSON object of column-generation parameters", "further"),
         Var("DEADLINE_THETA_GRID_SIZE", str(d["theta_grid_size"]), FurtherText("an integer (below 2 taken as 2)"),
             "Chernoff policies: theta grid points", "further", default_value=lambda: None),
@@ -359,6 +367,36 @@ def _further_vars() -> list[Var]:
     ]  # fmt: skip
 
 
+#: ``local`` / ``surface`` start at most this many shard processes per core (each imports numba and holds its
+#: memory; more only queue on the same cores: ``N_WORKERS=20`` on 2 cores took 23-34 s against 5-7 s)
+MAX_WORKERS_PER_CORE = 4
+
+
+def capped_workers(requested: int | None, n_shards: int | None = None) -> tuple[int, str | None]:
+    """The shard processes to start for ``N_WORKERS`` (``None``: one per core), and the one line saying why
+    when fewer than asked: never more than the shards to run nor :data:`MAX_WORKERS_PER_CORE` per core."""
+    n_cores = cores()
+    n = requested or n_cores
+    limits = [(MAX_WORKERS_PER_CORE * n_cores, f"at most {MAX_WORKERS_PER_CORE} per core on {n_cores} core(s)")]
+    if n_shards is not None:
+        limits.append((max(1, n_shards), f"the number of shards ({n_shards})"))
+    cap, why = min(limits, key=lambda x: x[0])
+    if n <= cap:
+        return n, None
+    return cap, f"N_WORKERS={n} capped at {cap}: {why}"
+
+
+def check_run_paths(values: Mapping[str, Any], run_dir: str, run_dir_name: str) -> None:
+    """The one rule over a run's paths (:func:`simulator.base.cliargs.check_doors`): the run folder, which the
+    actions write (and ``prepare --force`` moves away), never holds an input variable's file, and is a folder
+    (not a file, nor under one). One line naming the variables, before any work."""
+    from simulator.base.cliargs import check_doors, input_path, output_path
+
+    doors = [(v.name, input_path(), values[v.name]) for v in VARIABLES
+             if v.parse.role == "in" and v.name in values and values[v.name]]
+    check_doors([*doors, (run_dir_name, output_path("dir"), run_dir)])
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -368,16 +406,16 @@ def _cores() -> int:
 
 VARIABLES: tuple[Var, ...] = (
     # --- the run --------------------------------------------------------------------------------------------
-    Var("DAG_POOL_PATH", "examples/example_pool.jsonl (in the repository)", Path(), "input pool (JSONL)", "run",
+    Var("DAG_POOL_PATH", "examples/example_pool.jsonl (in the repository)", Path("in"), "input pool (JSONL)", "run",
         default_value=lambda: DEFAULT_POOL),
     Var("RUN_NAME", "example", PlainName(), "run directory name", "rundir"),
-    Var("RESULTS_ROOT", "results/runs (in the repository)", Path(), "directory holding the run directories",
+    Var("RESULTS_ROOT", "results/runs (in the repository)", Path("out"), "directory holding the run directories",
         "rundir", default_value=lambda: DEFAULT_RESULTS_ROOT),
-    Var("RUN_DIR", "", Path(), "explicit run directory for the actions after `prepare` (else "
+    Var("RUN_DIR", "", Path("out"), "explicit run directory for the actions after `prepare` (else "
         "`$RESULTS_ROOT/$RUN_NAME`)", "rundir"),
     Var("N_DAGS", "all", Integer(lo=1, words={"all": None}), "how many DAGs (the first N of the index file, "
         "else rows 0..N-1)", "run"),
-    Var("USE_DAG_INDICES_FILE", "", Path(), "index file of the DAGs to use (`[..]` or `{\"dag_indices\": [..]}`)",
+    Var("USE_DAG_INDICES_FILE", "", Path("in"), "index file of the DAGs to use (`[..]` or `{\"dag_indices\": [..]}`)",
         "run"),
     Var("N_EXEC_TRIALS", "100", Integer(lo=1, hi=MAX_TRIALS), "trials per (DAG, cell, method); trial ids 0..N-1", "run"),
     Var("SEED", "42", Integer(lo=0, hi=MAX_SEED), "run seed", "run"),
@@ -395,7 +433,7 @@ VARIABLES: tuple[Var, ...] = (
         "`token`, `money`, `cost`, `latency` or the long names"), "what the budget counts", "run"),
     Var("LATENCY_DIST", "lognormal", LazyChoice("simulator.costs.modes:LATENCY_DISTS"), "parametric latency "
         "distribution", "run"),
-    Var("PRICE_FILE", "", Path(), "JSON `{model: $ per 1M output tokens}` over the default prices (money mode)",
+    Var("PRICE_FILE", "", Path("in"), "JSON `{model: $ per 1M output tokens}` over the default prices (money mode)",
         "run"),
     Var("DEFAULT_PRICE_MODEL", "", Word(), "model that prices the id `default` when a node names none", "run"),
     # --- methods -----------------------------------------------------------------------------------------------
@@ -411,7 +449,7 @@ VARIABLES: tuple[Var, ...] = (
     *_mcpp_vars(),
     *_further_vars(),
     # --- planning statistics (robustness) ------------------------------------------------------------------------
-    Var("PLANNING_POOL_PATH", "", Path(), "planning pool aligned row by row with the execution pool", "run"),
+    Var("PLANNING_POOL_PATH", "", Path("in"), "planning pool aligned row by row with the execution pool", "run"),
     Var("PLANNING_NOISE_LATENCY_SIGMA", "0", _SIGMA, "planner latency noise (log-normal sigma)", "run"),
     Var("PLANNING_NOISE_COST_SIGMA", "0", _SIGMA, "planner cost noise (log-normal sigma)", "run"),
     Var("PLANNING_NOISE_LOGIT_SIGMA", "0", _SIGMA, "planner success noise (logit sigma)", "run"),
@@ -422,7 +460,7 @@ VARIABLES: tuple[Var, ...] = (
     Var("PYTHON", "the Python running `prepare`", Executable(), "interpreter of `run_experiment.sh` and of the "
         "job lines", "run", default_value=lambda: sys.executable or "python3"),
     Var("N_WORKERS", "all", Integer(lo=1, words={"all": None}), "parallel shard processes of `local` (all = "
-        "every core)", "local"),
+        "every core; capped at the number of shards and at 4 per core, with one line saying so)", "local"),
     Var("MAX_SHARD_FAILURES", "3", _POS, "tries before a shard is marked failed", "worker"),
     Var("HEARTBEAT_SECONDS", "10", Number(0.0, lo_inclusive=False), "heartbeat period of a running shard",
         "worker"),
@@ -447,11 +485,11 @@ VARIABLES: tuple[Var, ...] = (
     # --- claims report and paper grid (docs/claims.md) --------------------------------------------------------------
     Var("RUN_NAMES", "", Text(), "runs of `claims`: names under `RESULTS_ROOT` or directories, space separated "
         "(positional arguments too; else the one run of `RUN_DIR` / `RUN_NAME`)", "claims"),
-    Var("CLAIMS_OUT", "", Path(), "output directory of `claims` (else `analysis/` of the first run; `paper`: "
+    Var("CLAIMS_OUT", "", Path("out"), "output directory of `claims` (else `analysis/` of the first run; `paper`: "
         "`$RESULTS_ROOT/<PAPER_NAME>_claims`)", "claims"),
     Var("CLAIMS_MARGIN", "0.05", Number(0.0), "claim 2: the largest loss to planning noise still called robust "
         "(a fraction of on-time success)", "claims"),
-    Var("PAPER_CONFIG", "configs/paper_grid.env (in the repository)", Path(), "the paper grid of `paper` "
+    Var("PAPER_CONFIG", "configs/paper_grid.env (in the repository)", Path("in"), "the paper grid of `paper` "
         "(KEY=VALUE lines; the environment overrides them)", "paper",
         default_value=lambda: os.path.join(REPO, "configs", "paper_grid.env")),
     Var("PAPER_NAME", "paper", PlainName(), "prefix of the run names of `paper` (`<name>_<mode>_<noise>`)", "paper"),

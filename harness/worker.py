@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from simulator.base.errors import EXIT_RESOURCE, EXIT_USER_ERROR
+
 from .hosts import (  # noqa: F401 - re-exported: the workers' hosts live in the light module
     ShardHost,
     _set_pdeathsig,
@@ -62,6 +64,12 @@ def record_parallelism(rd: RunDir, info: dict) -> None:
     run["parallelism"] = {**info, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     atomic_write_json(rd.run_json, run)
     rd.__dict__.pop("run", None)
+
+
+def _error_line(log_path: str) -> str | None:
+    """The last one-line refusal (``error: ...``) of a shard's log: the cause a user can act on."""
+    lines = [ln for ln in _tail(log_path, 40).splitlines() if ln.startswith("error:")]
+    return lines[-1] if lines else None
 
 
 def _tail(path: str, n: int = 8) -> str:
@@ -122,6 +130,9 @@ class ShardRunner:
         self.log = log
         self.lines = rd.job_lines()
         self.reuse_process = False
+        #: (exit code, the shard's error line) of a shard that failed with exit 2 (bad input, the pool changed)
+        #: or 3 (disk full): a retry would fail alike, so this runner stops and its command ends with that code
+        self.fatal: tuple[int, str] | None = None
         self._host: ShardHost | None = None
         self._host_broken = False
         self._trusted: set[str] = set() if trusted is None else trusted  # done shards whose parts were checked
@@ -216,6 +227,11 @@ class ShardRunner:
         if interrupted:
             return "interrupted"
         problem = f"exit code {rc}" if rc != 0 else f"outputs incomplete: {dict(list(bad.items())[:5])}"
+        if rc in (EXIT_USER_ERROR, EXIT_RESOURCE):  # not retried: bad input, a changed pool or a full disk
+            cause = _error_line(log_path) or f"shard {n} ended with exit code {rc} (log: {log_path})"
+            self.fatal = (rc, cause)
+            self.stop.set()
+            problem += f": {cause}"
         failed = st.add_failure(
             sid,
             {"worker": self.worker, "attempt": attempt, "exit_code": rc, "problem": problem,
@@ -223,11 +239,15 @@ class ShardRunner:
             self.opts.max_failures,
         )  # fmt: skip
         verdict = "failed" if failed else "error"
+        if self.fatal and not failed:  # said once by the command, as its last line (run_local, act_auto)
+            return verdict
         self.log(
             f"{sid}: attempt {attempt} failed ({problem})"
-            + (f"; marked FAILED after {self.opts.max_failures} tries" if failed else "; released for a retry")
+            + (f"; marked FAILED after {self.opts.max_failures} tries" if failed
+               else "; not retried now (a retry would fail alike): fix the cause and run the command again"
+               if self.fatal else "; released for a retry")
             + f"; log: {log_path}"
-        )
+        )  # fmt: skip
         return verdict
 
     def _run_hosted(self, hosted, env: dict, log_path: str, sid: str, total: int, attempt: int):
@@ -421,6 +441,7 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
             messages.append(msg)
 
     trusted: set[str] = set()  # shared by the workers: each done shard's parts are read once
+    fatal: list[tuple[int, str]] = []  # (exit code, cause) of shards that failed with exit 2 or 3
     idle_called: list[bool] = []
 
     def idle() -> None:
@@ -439,6 +460,9 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
             for k, v in auto_loop(runner).items():
                 with lock:
                     counts[k] = counts.get(k, 0) + v
+            if runner.fatal is not None:
+                with lock:
+                    fatal.append(runner.fatal)
             idle()
         except Exception as exc:  # a raw thread traceback would land before the final status
             from simulator.base.errors import (
@@ -450,9 +474,13 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
 
             what = (describe_resource_error(exc) if is_resource_error(exc) else describe_access_error(exc)
                     if is_access_error(exc) else f"{type(exc).__name__}: {exc}")  # fmt: skip
-            log(f"a worker stopped: {what} (the status below shows what is left)")
             with lock:
                 counts["worker_error"] = counts.get("worker_error", 0) + 1
+                if is_resource_error(exc) or is_access_error(exc):  # the other workers would meet it too
+                    fatal.append((3 if is_resource_error(exc) else 2, f"error: {what}"))
+                    stop.set()
+                    return
+            log(f"a worker stopped: {what} (the status below shows what is left)")
 
     said: set[str] = set()
     bars = _Progress(rd, enabled=progress)
@@ -490,4 +518,7 @@ def run_local(rd: RunDir, n_workers: int, opts: WorkerOptions, progress: bool = 
     for m in dict.fromkeys(messages):  # workers failing alike (disk full) say it once
         if m not in said:
             print(m, file=sys.stderr)
+    if fatal:  # the cause, last and alone on its line; the command ends with its code (see fatal_exit)
+        counts["fatal_exit"] = fatal[0][0]
+        print(fatal[0][1] if fatal[0][1].startswith("error:") else f"error: {fatal[0][1]}", file=sys.stderr)
     return counts

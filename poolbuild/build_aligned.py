@@ -39,6 +39,7 @@ from poolbuild.align import (
     dags_from_rollouts,
 )
 from poolbuild.dag_builder import BuildOptions, add_build_option_flags, build_options_from_args
+from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
 from simulator.pools.pool import write_index_file, write_pool
@@ -138,19 +139,19 @@ def build_aligned(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         description="Align several models' rollouts or pools into per-model pools with one "
         "row order and topology, plus one multi-model pool.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("Example:")[1],
     )
-    ap.add_argument("--rollout-root", default=None,
+    ap.add_argument("--rollout-root", type=cliargs.input_path("dir"), default=None,
                     help="directory with one subdirectory of rollout records per model")
-    ap.add_argument("--rollouts", action="append", default=[], metavar="MODEL=PATH",
+    ap.add_argument("--rollouts", type=cliargs.input_path("any", keyed=True), action="append", default=[], metavar="MODEL=PATH",
                     help="rollout records of one model (file or directory); repeatable")
-    ap.add_argument("--pool", action="append", default=[], metavar="MODEL=PATH",
+    ap.add_argument("--pool", type=cliargs.input_path(keyed=True), action="append", default=[], metavar="MODEL=PATH",
                     help="single-model pool of one model; repeatable")
-    ap.add_argument("--out-dir", required=True, help="output directory")
+    ap.add_argument("--out-dir", type=cliargs.output_path("dir"), required=True, help="output directory")
     ap.add_argument("--missing-policy", choices=MISSING_POLICIES, default="error",
                     help="missing (problem, model) or (node, model) data: impute marks the model "
                     "unavailable there, drop removes the problem, error stops (default)")

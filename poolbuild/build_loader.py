@@ -31,6 +31,7 @@ from poolbuild.dag_builder import (
     dag_from_record,
 )
 from poolbuild.records import load_records
+from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
 from simulator.pools.pool import write_index_file, write_pool
@@ -97,17 +98,17 @@ def build_pool(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         description="Build a DAG pool (JSONL) from verified rollout records of one model.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("Example:")[1],
     )
-    ap.add_argument("inputs", nargs="+", help="rollout record files or directories")
-    ap.add_argument("--out", required=True, help="output pool (.jsonl)")
+    ap.add_argument("inputs", type=cliargs.input_path("any"), nargs="+", help="rollout record files or directories")
+    ap.add_argument("--out", type=cliargs.output_path(), required=True, help="output pool (.jsonl)")
     ap.add_argument("--model", default=None, help="keep only records of this model id")
-    ap.add_argument("--index-out", default=None,
+    ap.add_argument("--index-out", type=cliargs.output_path(), default=None,
                     help="index file (default: selected_dag_indices.json next to the pool)")
-    ap.add_argument("--summary-out", default=None,
+    ap.add_argument("--summary-out", type=cliargs.output_path(), default=None,
                     help="summary JSON (default: <pool>.summary.json)")
     add_build_option_flags(ap, {
         "include_eval_latency": "latency = generation + verification time "

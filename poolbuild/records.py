@@ -10,13 +10,13 @@ the file, the problem and the node.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simulator.base.errors import UserError
+from simulator.base.jsonread import JsonRefused, loads_strict
 
 
 @dataclass
@@ -87,15 +87,15 @@ def read_record_file(path: Path) -> list[Record]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path} line {ln}: not valid JSON ({exc.msg})") from None
+                obj = loads_strict(line)
+            except JsonRefused as exc:
+                raise UserError(f"{path} line {ln}: {exc.msg}") from None
             out.append(Record(_check_record(obj, f"{path} line {ln}"), f"{path}:{ln}"))
         return out
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        obj = loads_strict(text)
+    except JsonRefused as exc:
+        raise UserError(f"{path}: {exc.msg}") from None
     objs = obj if isinstance(obj, list) else [obj]
     return [Record(_check_record(o, f"{path}"), str(path)) for o in objs]
 

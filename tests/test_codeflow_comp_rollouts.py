@@ -152,12 +152,12 @@ def test_context_modes(tmp_path, problems):
 
 
 def test_comp_cli_errors(tmp_path, capsys):
-    base = ["--split", "comp", "--model", "m", "--out-dir", str(tmp_path), "--dry-run"]
+    base = ["--split", "comp", "--model", "m", "--out-dir", str(tmp_path / "out"), "--dry-run"]
     assert main(base) == 2
     assert "--split comp needs --dataset FILE" in capsys.readouterr().err
     assert main([*base, "--dataset", str(INPUT), "--context", "best_verified"]) == 2
     assert "comp takes chained, isolated, golden_upstream" in capsys.readouterr().err
-    assert main(["--model", "m", "--out-dir", str(tmp_path), "--dry-run",
+    assert main(["--model", "m", "--out-dir", str(tmp_path / "out"), "--dry-run",
                  "--require-successful-prereq"]) == 2
     assert "needs --split comp --context chained" in capsys.readouterr().err
     bad = json.loads(INPUT.read_text())

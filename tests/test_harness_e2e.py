@@ -151,15 +151,15 @@ def test_always_failing_shard_marked_failed_and_merge_names_the_gaps(tmp_path):
     rd = _run_dir(tmp_path)
     jobs = os.path.join(rd, "jobs_list.txt")
     lines = open(jobs).read().splitlines()
-    lines[1] = "echo 'simulated crash' >&2; exit 3"
+    lines[1] = "echo 'simulated crash' >&2; exit 1"  # a crash (exit 2 and 3 are refusals: not retried)
     open(jobs, "w").write("\n".join(lines) + "\n")
     proc = harness("local", env, "--no-prepare", "--no-progress", check=False)
     assert proc.returncode == 1
     assert "marked FAILED after 2 tries" in proc.stderr
     failures = open(os.path.join(rd, "state", "s00001.failures")).read().splitlines()
-    assert len(failures) == 2 and json.loads(failures[-1])["exit_code"] == 3
+    assert len(failures) == 2 and json.loads(failures[-1])["exit_code"] == 1
     status = harness("status", env).stdout
-    assert "s00001 FAILED   after 2 tries: exit code 3" in status and "s00000 DONE" in status
+    assert "s00001 FAILED   after 2 tries: exit code 1" in status and "s00000 DONE" in status
     assert "1 done, 1 failed" in status.replace("0 stale, ", "")
     # auto skips failed shards (no fourth attempt)
     harness("auto", env)

@@ -122,6 +122,36 @@ def test_pruning_is_exact():
             assert res[0] == res[1]
 
 
+def test_beat_best_stops_only_pairs_that_cannot_win():
+    """``run_pairs_serial(beat_best=True)``: the same first strict maximum and count as every pair run in full.
+
+    Every pair it stops (-1) has, run in full, at most the best count of the
+    pairs before it, at loose and tight limits (where most pairs tie at 0).
+    """
+    from simulator.mcpp.kernel import run_pairs_serial
+
+    pool = pool_from_objects([layered_dag(s, n_nodes=9) for s in range(3)])
+    stopped = 0
+    for i in range(3):
+        arr = dag_arrays(pool, i, CostSetting())
+        B, D = nominal_budget(arr), nominal_deadline(arr)
+        for b, dl in ((2 * B, 2 * D), (B, D), (0.4 * B, 0.6 * D)):
+            pol = MCPortfolioPolicy({"M": 16, "max_candidate_actions": 60})
+            pol.reset(arr, 7, i, 0)
+            _mode, _nb, cand_model, _cc, members, dec = pol.prepare(first_view(arr, b, dl, seed=7, dag=i))
+            pc, pm = pol.episode_tables.pair_indices(cand_model.shape[0], len(members))
+            full = np.zeros(len(pc), dtype=np.int64)
+            fast = np.zeros(len(pc), dtype=np.int64)
+            run_pairs_serial(pol.episode_tables.arr, pol.episode_tables.bounds, dec, pc, pm, 0, 16, full, False)
+            run_pairs_serial(pol.episode_tables.arr, pol.episode_tables.bounds, dec, pc, pm, 0, 16, fast, True)
+            assert np.argmax(fast) == np.argmax(full) and fast.max() == full.max()
+            before = np.maximum.accumulate(np.concatenate([[-1], full[:-1]]))
+            cut = fast < 0
+            assert (full[cut] <= before[cut]).all() and (fast[~cut] == full[~cut]).all()
+            stopped += int(cut.sum())
+    assert stopped > 0  # the stop really happens
+
+
 def test_inflight_attempts_known_times_redrawn_success():
     # node 0 in flight (2 attempts left, 1.0 s), node 1 its child, node 2 independent and ready
     t1 = {"A": tpl(1.0, lat=1.0, cost=1.0)}

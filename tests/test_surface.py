@@ -112,3 +112,39 @@ def _env():
     import os
 
     return dict(os.environ)
+
+
+@pytest.mark.parametrize("track_cells", [0, 1024])
+def test_tree_cells_on_their_own_costs_and_finishing_times(pool, monkeypatch, track_cells):
+    """Cells whose budget is exactly an episode's total cost (or one ulp off) and whose deadline is exactly a makespan.
+
+    These sit on the edge of every early stop of the all-cells decision (the
+    staircase of the cells a pair can still change, the per-cell counts that
+    stop a pair, the rounding band re-simulated): each must still equal its
+    own episode, with the per-cell counts on (cells <= TRACK_CELLS) and off.
+    """
+    import simulator.surface.decide as decide
+
+    monkeypatch.setattr(decide, "TRACK_CELLS", track_cells)
+    dag = 11
+    arr = dag_arrays(pool, dag, RunSettings().cost)
+    budgets, deadlines = _axes(arr, 5)
+    pol, _ = policy_for("mc_portfolio_rollout", MCPP_SMALL, None, pool[dag].model_ids)
+    first = mcpp_trial_cells(arr, pol, budgets, deadlines, 42, dag, 0)
+    done = first.success
+    costs = np.unique(first.total_cost[done])[-2:]
+    spans = np.unique(first.makespan[done])[-2:]
+    assert len(costs) and len(spans)
+    edge_b = np.unique(np.concatenate([costs, np.nextafter(costs, 0), np.nextafter(costs, np.inf)]))
+    edge_d = np.unique(np.concatenate([spans, np.nextafter(spans, 0)]))
+    cell_pol, _ = policy_for("mc_portfolio_rollout", MCPP_SMALL, None, pool[dag].model_ids)
+    out = mcpp_trial_cells(arr, pol, edge_b, edge_d, 42, dag, 0)
+    outcomes = set()
+    for i, B in enumerate(edge_b):
+        for j, D in enumerate(edge_d):
+            k = i * len(edge_d) + j
+            r = run_policy_episode(arr, cell_pol, float(B), float(D), 42, dag, 0)
+            assert (REASONS[out.reason[k]], out.makespan[k], out.total_cost[k]) == (
+                r.termination_reason, r.makespan, r.total_cost), (B, D)
+            outcomes.add(r.termination_reason)
+    assert "completed" in outcomes and len(outcomes) > 1  # the edge really splits the cells

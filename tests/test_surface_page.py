@@ -629,3 +629,25 @@ def test_paint_within_one_second_on_a_462_problem_set(driver, big, tmp_path):
           f"max {max(times):.0f} ms ({', '.join(f'{t:.0f}' for t in times)})")
     assert max(times) < 1000.0, times  # the issue's requirement: painted within 1 s of the selection
     _screenshot(driver, tmp_path, "surface_462.png")
+
+
+def test_a_nul_byte_in_the_path_is_a_400_not_a_traceback(tmp_path, capsys):
+    """``GET /%00`` made the server's ``open`` raise (a traceback per request on the console, issue 44)."""
+    import http.client
+    import threading
+
+    from harness.surface.page import make_server
+
+    (tmp_path / "index.html").write_text("hi")
+    srv = make_server(tmp_path, 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for path, status in (("/%00", 400), ("/a%00b.json", 400), ("/index.html", 200)):
+            c = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=10)
+            c.request("GET", path)
+            assert c.getresponse().status == status, path
+            c.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert "Traceback" not in capsys.readouterr().err

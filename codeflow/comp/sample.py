@@ -20,15 +20,16 @@ as the problem's source index. The indices file written beside the subset is
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
 from codeflow.dataset import read_json_list
+from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
+from simulator.base.jsonread import load_json_file
 from simulator.base.outputs import check_output_path
 
 INDEX_KEYS = ("indices", "source_indices")
@@ -37,12 +38,9 @@ INDEX_KEYS = ("indices", "source_indices")
 def read_indices(path: str | Path, n_items: int) -> list[int]:
     """A non-empty list of distinct positions in ``[0, n_items)`` from an indices file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: indices file not found") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot read the indices file ({exc})") from None
+    if not path.exists():
+        raise UserError(f"{path}: indices file not found")
+    data = load_json_file(path, what="indices file")
     if isinstance(data, dict):
         key = next((k for k in INDEX_KEYS if k in data), None)
         if key is None:
@@ -79,17 +77,17 @@ def select(items: list[Any], indices: list[int], source: str) -> list[dict[str, 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m codeflow.comp.sample",
         description="Draw n problems of a CodeFlow-Comp file with a seed, or restore an exact "
                     "subset from an indices file; tags each with _source_index.")
-    ap.add_argument("input", help="Comp file (JSON list of problems)")
+    ap.add_argument("input", type=cliargs.input_path(), help="Comp file (JSON list of problems)")
     how = ap.add_mutually_exclusive_group(required=True)
     how.add_argument("--n", type=int, help="number of problems to draw")
-    how.add_argument("--indices", help="indices file of the subset to restore")
+    how.add_argument("--indices", type=cliargs.input_path(), help="indices file of the subset to restore")
     ap.add_argument("--seed", type=int, default=0, help="seed of the draw, an integer >= 0 (default 0)")
-    ap.add_argument("--out", required=True, help="subset file to write (JSON list)")
-    ap.add_argument("--indices-out", default=None,
+    ap.add_argument("--out", type=cliargs.output_path(), required=True, help="subset file to write (JSON list)")
+    ap.add_argument("--indices-out", type=cliargs.output_path(), default=None,
                     help="indices file to write (default: <out stem>.indices.json)")
     return ap.parse_args(argv)
 

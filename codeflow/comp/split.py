@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
 from simulator.base.outputs import check_output_name, check_output_path
@@ -198,11 +199,11 @@ def _split_into(path: str | Path, out_dir: Path, per_shard: int, *, start: int, 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m codeflow.comp.split",
         description="Split a large top-level JSON array into shards of N elements, streaming.")
-    ap.add_argument("input", help="JSON file holding one top-level array")
-    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("input", type=cliargs.input_path(), help="JSON file holding one top-level array")
+    ap.add_argument("--out-dir", type=cliargs.output_path("dir"), required=True)
     ap.add_argument("--items-per-shard", type=int, required=True)
     ap.add_argument("--start", type=int, default=0, help="first index kept (default 0)")
     ap.add_argument("--end", type=int, default=None, help="first index not kept (default: all)")

@@ -50,6 +50,7 @@ from typing import Any
 
 from codeflow.comp.dataset import comp_problem_id
 from codeflow.dataset import read_json_list
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, UserError, cli_entry
 from simulator.base.io_utils import atomic_write_json
 from simulator.base.outputs import check_output_path
@@ -301,16 +302,16 @@ def convert(inputs: list[str | Path], out: str | Path, model: str | None = None,
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m codeflow.comp.to_pool",
         description="Convert judged CodeFlow-Comp harness files (one model's rollouts) into a "
                     "DAG pool; join several models with build_aligned_union_dag_pools.py --pool.")
-    ap.add_argument("inputs", nargs="+", metavar="HARNESS_JSON", help="judged harness file(s)")
-    ap.add_argument("--out", required=True, help="output pool (.jsonl)")
+    ap.add_argument("inputs", type=cliargs.input_path(), nargs="+", metavar="HARNESS_JSON", help="judged harness file(s)")
+    ap.add_argument("--out", type=cliargs.output_path(), required=True, help="output pool (.jsonl)")
     ap.add_argument("--model", default=None,
                     help="model id recorded on the DAGs (model, baseline_model) and nodes "
                          "(legacy_template_model)")
-    ap.add_argument("--index-out", default=None,
+    ap.add_argument("--index-out", type=cliargs.output_path(), default=None,
                     help="index file (default: selected_dag_indices.json next to the pool)")
     return ap.parse_args(argv)
 

@@ -21,6 +21,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json, atomic_write_text, dumps_compact
 
@@ -354,11 +355,10 @@ __all__ = ["SurfaceShard", "SurfaceConfig", "resolve_surface", "prepare_surface"
 
 def surface_shard_main(argv: list[str]) -> int:
     """``run_shard.py --surface --shard N --dags ...`` (the job line; run in the job directory)."""
-    import argparse
 
     from ..cli_util import run_cli
 
-    ap = argparse.ArgumentParser(prog="run_shard.py --surface")
+    ap = cliargs.ArgumentParser(prog="run_shard.py --surface")
     ap.add_argument("--shard", type=int, required=True)
     ap.add_argument("--dags", default="", help="the shard's DAGs (for the reader; run.json is authoritative)")
     a = ap.parse_args(argv)

@@ -42,6 +42,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
         pass
 
+    def send_head(self):
+        """400 for a path no file can have (``GET /%00``: the base class's ``open`` raised, a traceback)."""
+        if "\0" in self.translate_path(self.path):
+            self.send_error(400, "a path with a NUL byte")
+            return None
+        return super().send_head()
+
 
 def make_server(surface_dir: pathlib.Path, port: int, host: str = DEFAULT_HOST) -> http.server.ThreadingHTTPServer:
     """A threaded static file server of ``surface_dir`` on ``host:port`` (port 0: any free port).

@@ -16,6 +16,7 @@ from poolbuild.synthetic.stats import (
     resolve_models,
 )
 from poolbuild.synthetic.topology import TOPOLOGIES, ShapeConfig
+from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
 from simulator.pools.pool import write_pool
 
@@ -63,7 +64,7 @@ def parse_topologies(text: str, n_dags: int | None) -> list[tuple[str, int | Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m poolbuild.synthetic",
         description=(
             "Write a SYNTHETIC DAG pool (JSONL): generated or benchmark topologies with "
@@ -102,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="codeflow/proofflow: keep only problems with this many nodes, N or LO-HI",
     )
     ap.add_argument("--layers", default=None, help="layered: number of layers, N or LO-HI (default: round(sqrt(n)) to n/2)")
-    ap.add_argument("--edge-prob", type=float, default=0.5, help="layered: edge probability (default: 0.5)")
+    ap.add_argument("--edge-prob", type=cliargs.number(0, 1), default=0.5, help="layered: edge probability (default: 0.5)")
     ap.add_argument(
         "--max-width",
         type=int,
@@ -118,9 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"parametric models: a count or a comma list of ids (default: {','.join(DEFAULT_MODELS)})",
     )
-    src.add_argument("--model-spec", default=None, help="JSON file defining parametric models")
+    src.add_argument("--model-spec", type=cliargs.input_path(), default=None, help="JSON file defining parametric models")
     src.add_argument(
-        "--template-csv",
+        "--template-csv", type=cliargs.input_path(),
         default=None,
         help="template library CSV: success_prob,lat_mean,lat_std,cost_mean"
         "[,token_cost_mean,model_id]",
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="model whose stats fill the legacy template (default: the first model)",
     )
     ap.add_argument("--rows", type=int, default=0, help="empirical rows per (node, model); 0 = parametric templates only (default: 0)")
-    ap.add_argument("--benchmark-file", default=None, help="override the bundled benchmark JSON")
+    ap.add_argument("--benchmark-file", type=cliargs.input_path(), default=None, help="override the bundled benchmark JSON")
     ap.add_argument(
         "--order",
         choices=("interleaved", "grouped"),
@@ -139,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="mixes: spread the topology groups evenly over the pool, or keep them in blocks "
         "(default: interleaved)",
     )
-    ap.add_argument("--seed", type=int, default=0, help="seed of every random draw (default: 0)")
-    ap.add_argument("--out", required=True, help="output pool (JSONL, written atomically)")
+    ap.add_argument("--seed", type=cliargs.integer(0), default=0, help="seed of every random draw (default: 0)")
+    ap.add_argument("--out", type=cliargs.output_path(), required=True, help="output pool (JSONL, written atomically)")
     return ap
 
 

@@ -10,7 +10,6 @@ line's ``--models``, ``--model-spec`` and ``--template-csv`` are read here.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base.errors import UserError
+from simulator.base.jsonread import load_json_file
 
 #: Probability floor of the legacy model (ratio mode needs p_v > 0 on every node).
 LEGACY_P_FLOOR = 0.05
@@ -310,13 +310,9 @@ def resolve_models(spec: str | None) -> dict[str, ModelSpec]:
 
 
 def _load_json(path: Path, what: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise UserError(f"{path}: {what} file not found") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not Path(path).exists():
+        raise UserError(f"{path}: {what} file not found")
+    return load_json_file(path, what=f"{what} file")
 
 
 def load_model_spec(path: str | Path) -> dict[str, ModelSpec]:

@@ -7,6 +7,7 @@ before any work starts.
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import functools
 import os
@@ -103,6 +104,11 @@ def _silence_stdout() -> None:
         pass
 
 
+#: True while a command runs under :func:`cli_entry` (whose one line a :class:`UserError` becomes); a parser
+#: refusing outside it (a maintainer's tool that parses first) prints the line and exits 2 itself
+IN_CLI_ENTRY: contextvars.ContextVar[bool] = contextvars.ContextVar("in_cli_entry", default=False)
+
+
 def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
     """Decorate a command's ``main``: a :class:`UserError` becomes one line on stderr, exit 2.
 
@@ -119,6 +125,7 @@ def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs) -> int:
+        token = IN_CLI_ENTRY.set(True)
         try:
             rc = main(*args, **kwargs)
             # Piped output is block-buffered: flush here so a closed pipe is seen now,
@@ -141,6 +148,8 @@ def cli_entry(main: Callable[..., int | None]) -> Callable[..., int]:
                 raise
             print(f"error: {describe_resource_error(exc)}", file=sys.stderr)
             return EXIT_RESOURCE
+        finally:
+            IN_CLI_ENTRY.reset(token)
         return int(rc or 0)
 
     return wrapper

@@ -6,11 +6,12 @@ report behind: readers see either the old file or the complete new one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,18 @@ def _current_umask() -> int:
 
 
 _UMASK = _current_umask()
+
+
+@contextlib.contextmanager
+def naming(path: str | os.PathLike) -> Iterator[None]:
+    """Give ``path`` to an ``OSError`` raised without a file name (a ``write`` or ``fsync`` that ran out of disk),
+    so that the one line the command prints (exit 3) names the file being written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True) -> None:
@@ -46,7 +59,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True)
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        raise
+        with naming(path):  # a write or fsync that ran out of disk names no file: name the one being written
+            raise
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, fsync: bool = True) -> None:
@@ -59,9 +73,34 @@ def dumps_compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2, fsync: bool = True) -> None:
-    """Write one JSON document atomically (pretty-printed by default)."""
-    atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync)
+def dumps_compact_strict(obj: Any) -> str:
+    """One compact JSON line that every parser reads: never ``Infinity``/``NaN``.
+
+    The same text as :func:`dumps_compact` whenever every number is finite;
+    otherwise (a dict) the non-finite values become ``null`` and a
+    ``non_finite`` field says which (:func:`strict_json_object`), so nothing
+    is lost and no reader meets a bare ``Infinity`` (traces, journals).
+    """
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        if not isinstance(obj, dict):
+            raise
+        return json.dumps(strict_json_object(obj), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2, fsync: bool = True,
+                      strict: bool = False) -> None:  # fmt: skip
+    """Write one JSON document atomically (pretty-printed by default); ``strict``: never ``Infinity``/``NaN``
+    (non-finite values of a dict become ``null``, named in its ``non_finite`` field)."""
+    if strict:
+        try:
+            text = json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            text = json.dumps(strict_json_object(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+    else:
+        text = json.dumps(obj, indent=indent, ensure_ascii=False)
+    atomic_write_text(path, text + "\n", fsync)
 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:

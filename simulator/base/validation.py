@@ -57,6 +57,9 @@ def check_number(
         x = float(value)
     except (TypeError, ValueError):
         raise _fail(name, source, expected, value) from None
+    except OverflowError:  # an integer of hundreds of digits
+        shown = value if len(str(value)) <= 30 else f"{str(value)[:20]}... ({len(str(value))} digits)"
+        raise _fail(name, source, expected + " (this one is beyond the float range)", shown) from None
     if math.isnan(x) or (math.isinf(x) and not allow_inf):
         raise _fail(name, source, expected, value)
     if lo is not None and (x < lo or (x == lo and not lo_inclusive)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.settings import (
     check_budget,
@@ -28,13 +29,13 @@ from simulator.pools.pool import Pool, load_pool
 
 def add_pool_arguments(ap: argparse.ArgumentParser) -> None:
     """--pool/--dag and the cost setting flags shared by every subcommand."""
-    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
+    ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
     ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
     ap.add_argument("--cost-mode", default="token_cost_mean",
                     help=f"one of {', '.join(COST_MODES)} (aliases {', '.join(COST_MODE_ALIASES)})")
     ap.add_argument("--latency-dist", default="lognormal", choices=LATENCY_DISTS,
                     help="parametric latency when a (node, model) has no rows")
-    ap.add_argument("--price-file", default=None,
+    ap.add_argument("--price-file", type=cliargs.input_path(), default=None,
                     help="JSON {model_id: dollars per 1M output tokens} overriding the default prices")
     ap.add_argument("--default-price-model", default=None,
                     help="model id that prices the single-model id 'default' in money mode")

@@ -16,12 +16,12 @@ estimate (``ECE raw: x  calibrated: y``: the bins' size-weighted mean
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.validation import check_int
 from simulator.cli.args import add_pool_arguments, check_common_args, cost_setting_from_args
@@ -181,7 +181,7 @@ def plot(report: dict, path: str) -> None:
 
 
 def calibrate_main(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulator calibrate",
+    ap = cliargs.ArgumentParser(prog="python -m simulator calibrate",
                                  description="MCPP's first-decision estimates against the on-time rate realized.")
     add_pool_arguments(ap)
     ap.add_argument("--dags", default=None, help="DAG rows: a comma list or ranges (0,2,5-7); default: all")
@@ -190,7 +190,7 @@ def calibrate_main(argv: Sequence[str]) -> int:
     ap.add_argument("--trials", default="200", help="episodes per cell (each estimate and the realized rate)")
     ap.add_argument("--method", default="MCPP", help="MCPP or one of its variants (its first decision's score)")
     ap.add_argument("--execution-rules", default=PUBLISHED, choices=EXECUTION_RULES, help="execution-rule mode")
-    ap.add_argument("--plot", default=None, help="write the reliability diagram here (PNG)")
+    ap.add_argument("--plot", type=cliargs.output_path(), default=None, help="write the reliability diagram here (PNG)")
     ap.add_argument("--json", action="store_true", help="print the whole report as JSON")
     ap.add_argument("--workers", default="1", help="processes running cells at once (the report is the same)")
     add_mcpp_arguments(ap)

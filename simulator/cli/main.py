@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.errors import cli_entry
 from simulator.base.io_utils import dumps_strict
 from simulator.cli.args import (
@@ -43,9 +44,9 @@ PARALLEL_MIN_TRIALS = 2000
 
 
 def cmd_validate(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulator validate", description="Check a DAG pool.")
-    ap.add_argument("--pool", required=True, help="DAG pool JSONL")
-    ap.add_argument("--index-file", default=None, help="optional index file selecting rows")
+    ap = cliargs.ArgumentParser(prog="python -m simulator validate", description="Check a DAG pool.")
+    ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
+    ap.add_argument("--index-file", type=cliargs.input_path(), default=None, help="optional index file selecting rows")
     args = ap.parse_args(argv)
     from simulator.pools.pool import load_index_file
 
@@ -133,7 +134,7 @@ def _simulate(run: SimulateRun) -> dict:
 
 def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     """Parse and check a ``simulate`` command line (also the cold-start helper's, simulator/base/prewarm.py)."""
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m simulator simulate",
         description="On-time completion probability of one method on one DAG.",
     )
@@ -222,7 +223,7 @@ def cmd_calibrate(argv: Sequence[str]) -> int:
 
 def cmd_methods(argv: Sequence[str]) -> int:
     """List the registered methods: how each runs and the method sets it belongs to."""
-    ap = argparse.ArgumentParser(prog="python -m simulator methods", description=cmd_methods.__doc__)
+    ap = cliargs.ArgumentParser(prog="python -m simulator methods", description=cmd_methods.__doc__)
     ap.add_argument("--json", action="store_true", help="print one JSON list")
     args = ap.parse_args(argv)
     from simulator.methods import REGISTRY

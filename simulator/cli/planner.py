@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_bytes, atomic_write_text, dumps_strict
 from simulator.base.scoring import wilson_interval
@@ -43,7 +44,7 @@ from simulator.methods import method_spec
 
 
 def plan_main(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m simulator plan", description="MCPP's first decision on one DAG and its estimate."
     )
     add_pool_arguments(ap)
@@ -156,7 +157,7 @@ def _realize_axis(values, ratios, nominal, what: str, where: str = "") -> list[f
 
 
 def predict_main(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(
+    ap = cliargs.ArgumentParser(
         prog="python -m simulator predict",
         description="MCPP completion-probability map of one DAG over a (budget, deadline) grid.",
     )
@@ -166,7 +167,7 @@ def predict_main(argv: Sequence[str]) -> int:
     ap.add_argument("--deadlines", nargs="+", help="absolute deadlines (s; 'inf' allowed)")
     ap.add_argument("--deadline-ratios", nargs="+", help="multiples of the nominal deadline")
     ap.add_argument("--trials", default="100", help="MCPP episodes per cell (an integer >= 1)")
-    ap.add_argument("--out", required=True, help="output directory (created; predict.* in it are replaced)")
+    ap.add_argument("--out", type=cliargs.output_path("dir"), required=True, help="output directory (created; predict.* in it are replaced)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_rules_argument(ap)
     add_mcpp_arguments(ap)

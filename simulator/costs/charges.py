@@ -23,7 +23,6 @@ canonical name and do not parse it again (they are called per node and model).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ import numpy as np
 
 from simulator.base.errors import ConfigError
 from simulator.base.jit import compiled_only
+from simulator.base.jsonread import load_json_file
 from simulator.costs.modes import COST_MODE_ALIASES, COST_MODES, normalize_cost_mode  # noqa: F401 (their home before modes.py)
 
 #: Dollars per 1M output tokens (the paper's table, ``docs/problem.md``).
@@ -50,20 +50,28 @@ def load_price_table(path: str | os.PathLike | None = None) -> dict[str, float]:
     """Default prices overridden by a JSON file ``{model_id: dollars_per_1M_output_tokens}``."""
     prices = dict(DEFAULT_PRICES)
     if path:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                user = json.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: price file not found") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: line {exc.lineno}: price file is not valid JSON") from None
+        if not os.path.exists(path):
+            raise ConfigError(f"{path}: price file not found")
+        user = load_json_file(path, what="price file", max_bytes=16 << 20)
         if not isinstance(user, dict):
             raise ConfigError(f"{path}: price file must be an object {{model_id: price}}")
-        for k, v in user.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ConfigError(f"{path}: price of model {k!r} must be a non-negative number")
-            prices[str(k)] = float(v)
+        prices.update(check_price_table(user, str(path)))
     return prices
+
+
+def check_price_table(user: Mapping | None, where: str) -> dict[str, float] | None:
+    """The one rule of a price table (``PRICE_FILE``, ``--price-file``, a shard's ``--prices``): an object of
+    non-negative finite numbers; ``None`` passes through."""
+    if user is None:
+        return None
+    if not isinstance(user, Mapping):
+        raise ConfigError(f"{where}: prices must be an object {{model_id: price}}")
+    out = {}
+    for k, v in user.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ConfigError(f"{where}: price of model {k!r} must be a non-negative number, got {v!r}")
+        out[str(k)] = float(v)
+    return out
 
 
 def price_of(

@@ -324,7 +324,7 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
 
 
 @compiled_only
-def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy):
+def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy, budget, horizon):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
     Every node neither completed nor busy (ready or in flight) still needs a
@@ -343,6 +343,8 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
         The member Seq-(m, k).
     busy : bool (n,)
         Node ready or in flight at the decision.
+    budget, horizon : float
+        The limits simulated (``dec.budget`` / ``dec.horizon``, or the prediction surface's).
 
     Returns
     -------
@@ -363,18 +365,76 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
     for r in range(ready.shape[0]):
         v = ready[r]
         first += act_count[r] * min_charge[v, act_model[r]]
-        if min_lat[v, act_model[r]] + child_tail[v, mem_model] > dec.horizon:
+        if min_lat[v, act_model[r]] + child_tail[v, mem_model] > horizon:
             return True, need0
-    if first + need0 > dec.budget:
+    if first + need0 > budget:
         return True, need0
     for q in range(dec.inf_node.shape[0]):
-        if dec.inf_end[q] + child_tail[dec.inf_node[q], mem_model] > dec.horizon:
+        if dec.inf_end[q] + child_tail[dec.inf_node[q], mem_model] > horizon:
             return True, need0
     return False, need0
 
 
+@njit(cache=True, nogil=True)
+def pair_scratch(n, K=0):
+    """:func:`_run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
+    return (np.empty((9, max(n, K)), dtype=np.int64), np.empty((2, n), dtype=np.float64),
+            np.empty((3, n), dtype=np.bool_))  # fmt: skip
+
+
 @compiled_only
-def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
+def first_at_least(vals, x):
+    """The first index of the increasing ``vals`` whose value is >= x (``len(vals)``: none)."""
+    lo = 0
+    hi = vals.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if vals[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@compiled_only
+def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
+    """Whether some cell a pair can still change admits cost ``cost_lb`` and finishing time ``finish_lb``.
+
+    ``stair_b`` is increasing (the cells' budgets); ``stair_h[i, u]`` is the
+    largest horizon of the cells with budget >= ``stair_b[i]`` whose best
+    count is below ``u`` (-inf: none). Both are widened by the caller beyond
+    any rounding, so a simulation stopped here fails in every such cell.
+    """
+    i = first_at_least(stair_b, cost_lb)
+    return i < stair_b.shape[0] and stair_h[i, level] >= finish_lb
+
+
+@compiled_only
+def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
+    """The largest budget and horizon a simulation can still use (:func:`_inside_stair`'s cells; -inf: none).
+
+    Budget: the largest of the cells whose horizon admits ``finish_lb``;
+    horizon: the largest of the cells whose budget admits ``cost_lb``. A
+    batch beyond either fails in every such cell.
+    """
+    nb = stair_b.shape[0]
+    i = first_at_least(stair_b, cost_lb)
+    cap_h = stair_h[i, level] if i < nb else -np.inf
+    lo = 0
+    hi = nb
+    while lo < hi:  # the first budget whose cells all end before finish_lb (stair_h[:, level] never increases)
+        mid = (lo + hi) >> 1
+        if stair_h[mid, level] >= finish_lb:
+            lo = mid + 1
+        else:
+            hi = mid
+    cap_b = stair_b[lo - 1] if lo > 0 else -np.inf
+    return cap_b, cap_h
+
+
+@compiled_only
+def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h,
+              cell_b, cell_h, cell_best, work_i, work_f, work_b):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
     One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
@@ -408,7 +468,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         Simulation indices to run (keys ``fold(pair_key, s)``; successive
         halving runs a pair in several slices).
     rec_cost, rec_fin : float64 (s_hi - s_lo,) or (0,)
-        When not empty (the prediction surface, :func:`run_pairs_outcomes`):
+        When not empty (the prediction surface, :func:`simulator.surface.decide.decide_cells_kernel`):
         each winning simulation writes its total cost (summed launch by
         launch) and its finishing time there; the other entries are left
         as the caller filled them. Empty: nothing is recorded.
@@ -416,6 +476,23 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         Stop (returning -1) as soon as fewer than ``min_wins`` successes
         remain possible: the surface needs a pair only when it can beat a
         cell's best so far. 0 (the planner): never.
+    budget, horizon : float
+        The limits simulated: ``dec.budget`` and ``dec.horizon`` for the
+        planner; the prediction surface passes its largest open cell's.
+    stair_b, stair_h : float64 (nb,) and (nb, L) or empty
+        The prediction surface's staircase (:func:`_inside_stair`): a
+        simulation stops, a failure, once its cost so far plus ``need`` and
+        its earliest possible finishing time fit no cell that the pair can
+        still change; each batch is held to the largest budget and horizon
+        such cells allow (:func:`_stair_caps`). Atomic launches only (not
+        ``per_attempt``, not ``live``). Empty (the planner): never.
+    cell_b, cell_h : float64 (K,); cell_best : int64 (K,)
+        The prediction surface's cells (limits widened like the staircase's)
+        and their best counts so far: the pair stops (-1) once no cell can
+        reach more than its best, counting each success in every cell that
+        may admit it. Empty: only ``min_wins``.
+    work_i, work_f, work_b : int64 (8 + K, max(n, K)), float64 (2, n), bool (3, n)
+        Scratch (:func:`pair_scratch`), overwritten.
 
     Returns
     -------
@@ -432,7 +509,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     ready, completed0, parents_done0 = dec.ready, dec.completed, dec.parents_done
     inf_node, inf_model, inf_end = dec.inf_node, dec.inf_model, dec.inf_end
     inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
-    budget, horizon, prune, max_steps = dec.budget, dec.horizon, dec.prune, dec.max_steps
+    prune, max_steps = dec.prune, dec.max_steps
     per_attempt = dec.per_attempt
     live, ceiling, unit, kappa = dec.live, dec.ceiling, dec.unit, arr.kappa
     act_model = dec.cand_model[c]  # (R,) the candidate's model per ready node
@@ -443,7 +520,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
 
     n = completed0.shape[0]
     R = ready.shape[0]
-    busy = np.empty(n, dtype=np.bool_)  # ready or in flight at the decision
+    # scratch from the caller (:func:`pair_scratch`): allocated once per batch of pairs, not per pair
+    busy = work_b[0]  # ready or in flight at the decision
     busy[:] = False
     for r in range(R):
         busy[ready[r]] = True
@@ -451,35 +529,65 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
         busy[inf_node[q]] = True
     need0 = 0.0
     if prune:
-        fails, need0 = _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy)
+        fails, need0 = _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy, budget,
+                                          horizon)
         if fails:
             return 0
-    # per-simulation state (scratch, reset at every simulation)
-    completed = np.empty(n, dtype=np.bool_)
-    parents_done = np.empty(n, dtype=np.int64)
-    queue = np.empty(n, dtype=np.int64)  # nodes with a batch in flight (queue[:nq])
-    batch_end = np.empty(n, dtype=np.float64)  # end time of the node's batch in flight
-    batch_succ = np.empty(n, dtype=np.bool_)
-    batch_no = np.empty(n, dtype=np.int64)  # next batch number of the node (its key)
-    new_ready = np.empty(n, dtype=np.int64)
-    extra = np.empty(n, dtype=np.float64)  # live rules: what a batch in flight holds beyond its charges
-    sel_u = np.empty(n, dtype=np.int64)  # a decision's batches: node, model, count
-    sel_j = np.empty(n, dtype=np.int64)
-    sel_k = np.empty(n, dtype=np.int64)
+    tail0 = 0.0  # the earliest the DAG can complete after the batches in flight
+    for q in range(inf_node.shape[0]):
+        x = inf_end[q] + child_tail[inf_node[q], mem_model]
+        if x > tail0:
+            tail0 = x
+    stair = stair_b.shape[0] > 0
+    top_level = stair_h.shape[1] - 1 if stair else 0
+    if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
+        first_cost = need0
+        first_end = tail0
+        for r in range(R):
+            v = ready[r]
+            first_cost += act_count[r] * min_charge[v, act_model[r]]
+            x = min_lat[v, act_model[r]] + child_tail[v, mem_model]
+            if x > first_end:
+                first_end = x
+        if not _inside_stair(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end):
+            return 0
+    # per-simulation state (reset at every simulation)
+    completed = work_b[1]
+    batch_succ = work_b[2]
+    parents_done = work_i[0]
+    queue = work_i[1]  # nodes with a batch in flight (queue[:nq])
+    batch_no = work_i[2]  # next batch number of the node (its key)
+    new_ready = work_i[3]
+    sel_u = work_i[4]  # a decision's batches: node, model, count
+    sel_j = work_i[5]
+    sel_k = work_i[6]
+    n_par = work_i[7]
+    batch_end = work_f[0]  # end time of the node's batch in flight
+    extra = work_f[1]  # live rules: what a batch in flight holds beyond its charges
     n_completed0 = 0
     for v in range(n):
         if completed0[v]:
             n_completed0 += 1
-    n_par = np.empty(n, dtype=np.int64)
     for v in range(n):
         n_par[v] = parent_ptr[v + 1] - parent_ptr[v]
     # No inlined call below takes an array: each would cost an atomic
     # reference-count update per array and per call (see draw_flat).
     record = rec_cost.shape[0] > 0
+    K = cell_b.shape[0]
+    cell_cnt = work_i[8]  # per cell: successes so far that it may admit
+    slack = -(1 << 62)  # the largest (count - best) over the cells
+    for k in range(K):
+        cell_cnt[k] = 0
+        if -cell_best[k] > slack:
+            slack = -cell_best[k]
     wins = 0
     for s_idx in range(s_lo, s_hi):
         if wins + (s_hi - s_idx) < min_wins:
             return -1
+        if K > 0 and slack + (s_hi - s_idx) <= 0:
+            return -1  # no cell can get more than its best
+        level = min(wins + (s_hi - s_idx), top_level)  # most successes the pair can still have
+        finish_lb = tail0  # a lower bound of the finishing time, raised at every launch
         sim_key = fold(pair_key, s_idx)
         n_completed = n_completed0
         for v in range(n):
@@ -554,6 +662,12 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                     k = sel_k[r]
                     res = 0.0
                     room_b = budget_left - cost
+                    if stair:  # the surface: only the limits of the cells the pair can still change
+                        cap_b, cap_h = _stair_caps(stair_b, stair_h, level, spent + cost + need, finish_lb)
+                        if cap_b - spent - cost < room_b:
+                            room_b = cap_b - spent - cost
+                        if cap_h - t < room_t:
+                            room_t = cap_h - t
                     if live:
                         res = atomic_reservation(kappa[u, j], expected, budget_left, ceiling[u, j], unit)
                     # draw a batch of k attempts of u with model j (see draw_flat): not feasible when
@@ -600,6 +714,8 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                         if lat > end:
                             end = lat
                         sb = sb or sa
+                    if stair and alive and t + end + child_tail[u, mem_model] > finish_lb:
+                        finish_lb = t + end + child_tail[u, mem_model]
                     if not alive or (prune and t + end + child_tail[u, mem_model] > horizon):
                         alive = False
                         break
@@ -624,12 +740,19 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
                     n_wait = 0
                 if prune and budget_left < need:
                     break
+                if stair and not _inside_stair(stair_b, stair_h, level, spent + need, finish_lb):
+                    break
                 first = False
             if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)
                 wins += 1
                 if record:
                     rec_cost[s_idx - s_lo] = spent
                     rec_fin[s_idx - s_lo] = t
+                for k in range(K):
+                    if cell_b[k] >= spent and cell_h[k] >= t:
+                        cell_cnt[k] += 1
+                        if cell_cnt[k] - cell_best[k] > slack:
+                            slack = cell_cnt[k] - cell_best[k]
                 break
             if t >= horizon:
                 break
@@ -670,7 +793,7 @@ def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins):
     return wins
 
 
-def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threads=None) -> None:
+def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threads=None, beat_best=False) -> None:
     """Simulations s_lo..s_hi-1 of every listed (candidate, member) pair, over threads.
 
     The key of a simulation folds into ``dec.key`` the candidate (or
@@ -693,32 +816,35 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threa
         Output: ``out_wins[i]`` = successful simulations of pair i.
     threads : int, optional
         Threads to use (default: numba's thread setting, :func:`simulator.base.threads.thread_count`).
+    beat_best : bool
+        Only the first strict maximum is wanted (:func:`run_pairs_serial`).
     """
 
     def chunk(lo: int, hi: int) -> None:
-        run_pairs_serial(arr, bounds, dec, pair_cand[lo:hi], pair_mem[lo:hi], s_lo, s_hi, out_wins[lo:hi])
+        run_pairs_serial(arr, bounds, dec, pair_cand[lo:hi], pair_mem[lo:hi], s_lo, s_hi, out_wins[lo:hi], beat_best)
 
     run_chunked(chunk, pair_cand.shape[0], threads)
 
 
 @njit(cache=True, nogil=True)
-def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins):
-    """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads)."""
-    none = np.empty(0, dtype=np.float64)
-    for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, 0)
+def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, beat_best):
+    """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads).
 
-
-@njit(cache=True, nogil=True)
-def run_pairs_outcomes(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, out_cost, out_fin, min_wins):
-    """:func:`run_pairs_serial` that also records each winning simulation's (total cost, finishing time).
-
-    ``out_cost`` and ``out_fin`` are float64 (N, s_hi - s_lo); entries of
-    simulations that fail keep what the caller put there (``inf``); a pair
-    that cannot reach ``min_wins`` successes stops early with ``out_wins`` -1. What this
-    is for (one planner call deciding every (budget, deadline) cell at once)
-    and why it is exact: ``docs/surface.md``.
+    With ``beat_best`` (and ``dec.prune``) only the first strict maximum of
+    the wins matters (the faithful and ``crn`` planners' argmax): a pair
+    stops as soon as it cannot beat the best pair before it in this call,
+    and gets -1. Exact: its count is at most that best, so it is not the
+    first strict maximum, and the maximum's index and count are unchanged.
     """
+    none = np.empty(0, dtype=np.float64)
+    no_stair = np.empty((0, 0), dtype=np.float64)
+    no_cells = np.empty(0, dtype=np.int64)
+    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
+    best = -1
+    prune_best = beat_best and dec.prune
     for i in range(pair_cand.shape[0]):
-        out_wins[i] = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, out_cost[i], out_fin[i],
-                                min_wins)
+        w = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, best + 1 if prune_best else 0,
+                      dec.budget, dec.horizon, none, no_stair, none, none, no_cells, work_i, work_f, work_b)
+        out_wins[i] = w
+        if w > best:
+            best = w

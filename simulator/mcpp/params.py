@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.validation import check_number
 
@@ -204,7 +205,7 @@ def add_mcpp_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--mc-portfolio-max-candidate-actions", type=int, metavar="N", help="candidate cap (260)")
     g.add_argument("--mc-portfolio-max-rollout-steps", type=int, metavar="N", help="events per simulation (10000)")
-    g.add_argument("--mc-portfolio-delta", type=float, metavar="D", help="Hoeffding delta, reporting only (0.05)")
+    g.add_argument("--mc-portfolio-delta", type=cliargs.number(0, 1), metavar="D", help="Hoeffding delta, reporting only (0.05)")
     g.add_argument(
         "--mc-portfolio-candidate-generator", choices=CANDIDATE_GENERATORS, help="option: corrected generator"
     )

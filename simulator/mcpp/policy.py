@@ -333,9 +333,13 @@ class MCPortfolioPolicy(Policy):
         mode, n_base, cand_model, cand_count, members, dec = prep
         C, Pm = cand_model.shape[0], len(members)
 
-        def evaluate_on(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, parallel: bool) -> np.ndarray:
+        def evaluate_on(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, parallel: bool,
+                        beat_best: bool = False) -> np.ndarray:  # fmt: skip
             out = np.zeros(len(pc), dtype=np.int64)
-            (run_pairs if parallel and len(pc) > 1 else run_pairs_serial)(parr, tb.bounds, dec, pc, pm, s_lo, s_hi, out)
+            if parallel and len(pc) > 1:
+                run_pairs(parr, tb.bounds, dec, pc, pm, s_lo, s_hi, out, beat_best=beat_best)
+            else:
+                run_pairs_serial(parr, tb.bounds, dec, pc, pm, s_lo, s_hi, out, beat_best)
             return out
 
         if self.n_threads > 0:
@@ -344,11 +348,12 @@ class MCPortfolioPolicy(Policy):
         if self._rates is None or self._rates.threads != threads:
             self._rates = Rates(threads)
 
-        def evaluate(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int) -> np.ndarray:
+        def evaluate(pc: np.ndarray, pm: np.ndarray, s_lo: int, s_hi: int, beat_best: bool = False) -> np.ndarray:
             if threads <= 1:
-                return evaluate_on(pc, pm, s_lo, s_hi, False)
+                return evaluate_on(pc, pm, s_lo, s_hi, False, beat_best)
             # chunks on the faster kernel (same results: every simulation has its own key)
-            return evaluate_auto(evaluate_on, pc, pm, s_lo, s_hi, self._rates)
+            on = (lambda *a: evaluate_on(*a, True)) if beat_best else evaluate_on
+            return evaluate_auto(on, pc, pm, s_lo, s_hi, self._rates)
         pair_c, pair_m = tb.pair_indices(C, Pm)
         anytime = None
         best_n = P.M
@@ -364,7 +369,7 @@ class MCPortfolioPolicy(Policy):
             best_i, best_wins, n_sims = self._halving(evaluate, pair_c, pair_m)
             n_pairs_eval = C * Pm
         else:
-            wins = evaluate(pair_c, pair_m, 0, P.M)
+            wins = evaluate(pair_c, pair_m, 0, P.M, beat_best=True)  # pairs that cannot win stop early (-1)
             best_i = int(np.argmax(wins))  # first strict maximum in (candidate, member) order
             best_wins = int(wins[best_i])
             n_sims = C * Pm * P.M

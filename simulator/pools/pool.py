@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from simulator.base.errors import ConfigError, PoolError
-from simulator.base.io_utils import atomic_write_jsonl, loads_fast
+from simulator.base.io_utils import atomic_write_jsonl
+from simulator.base.jsonread import JsonRefused, loads_strict
 from simulator.base.validation import INT64_MAX, check_input_file, check_int_field
 from simulator.pools.graph import csr, longest_path_depths, topological_order
 from simulator.pools.stats import template_from_columns
@@ -176,7 +177,11 @@ class _Ctx:
 def _number(ctx: _Ctx, value: Any, what: str, node: Any, allow_inf: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ctx.error(f"{what} must be a number, got {value!r}", node)
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an integer of hundreds of digits: no float holds it
+        raise ctx.error(f"{what} is an integer of {len(str(abs(value)))} digits, above the largest value a pool "
+                        f"may hold ({MAX_POOL_VALUE:g})", node) from None
     if math.isnan(x):
         raise ctx.error(f"{what} is NaN", node)
     if x < 0:
@@ -622,7 +627,12 @@ def parse_dag(obj: Any, index: int = 0, path: str | None = None, line: int | Non
 # ----------------------------------------------------------------------------
 
 
-_loads = loads_fast  # orjson, with json for the lines holding Infinity/NaN
+def _loads(raw: bytes):
+    """One pool line, by the one strict reader (:mod:`simulator.base.jsonread`): a repeated key, a BOM, a
+    float beyond the range or nesting too deep is refused here; NaN/Infinity are read, so that the field that
+    holds one is refused by name (with its node) by :func:`parse_dag`, and integers are bounded by each
+    field's own rule (:func:`check_int_field`)."""
+    return loads_strict(raw, allow_nonfinite=True, check_ints=False)
 
 
 def _preview(raw: bytes, width: int = 80) -> str:
@@ -720,8 +730,8 @@ def load_pool_rows(path: str | os.PathLike, entries: Sequence[LineEntry]) -> Poo
                 )
             try:
                 obj = _loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # pragma: no cover - the digest matched
-                raise PoolError(f"not valid JSON ({exc}): {_preview(raw)!r}", path=path, line=e.line) from None
+            except JsonRefused as exc:  # pragma: no cover - the digest matched
+                raise PoolError(f"{exc.msg}: {_preview(raw)!r}", path=path, line=e.line) from None
             dags.append(parse_dag(obj, index=e.dag, path=path, line=e.line))
     return Pool(dags, path, [e.offset for e in entries])
 
@@ -742,9 +752,9 @@ def load_pool(path: str | os.PathLike, indices: Sequence[int] | None = None) -> 
         for off, lineno, raw in _pool_lines(fh):
             try:
                 obj = _loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except JsonRefused as exc:
                 raise PoolError(
-                    f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc}): {_preview(raw)!r}",
+                    f"{exc.msg}: {_preview(raw)!r}",
                     path=path,
                     line=lineno,
                 ) from None
@@ -778,12 +788,12 @@ def load_index_file(path: str | os.PathLike, pool_size: int | None = None) -> li
         raise PoolError("index file not found", path=path)
     check_input_file(path, "index file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        with open(path, "rb") as fh:
+            data = loads_strict(fh.read(64 << 20))
     except FileNotFoundError:
         raise PoolError("index file not found", path=path) from None
-    except json.JSONDecodeError as exc:
-        raise PoolError(f"index file is not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    except JsonRefused as exc:
+        raise PoolError(f"index file: {exc.msg}", path=path, line=exc.lineno) from None
     if isinstance(data, dict):
         key = next((k for k in INDEX_KEYS if k in data), None)
         if key is None:

@@ -20,39 +20,135 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.base.jit import njit
-from simulator.mcpp.kernel import run_pairs_outcomes, run_pairs_serial
+from simulator.mcpp.kernel import _run_pair, first_at_least, pair_scratch
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 #: relative band around a simulation's cost (finishing time) inside which a cell is re-simulated exactly
 TOL = 1e-9
+#: relative widening of the cells' limits in the kernel's staircase (far beyond any rounding; only stops less)
+STAIR_WIDEN = 1e-7
+#: most cells whose counts the kernel keeps per simulation to stop a pair early (each success costs a pass over them)
+TRACK_CELLS = 1024
 
 
 @njit(cache=True, nogil=True)
-def _best_per_cell(wins_max, ib, jh, bands, cell_i, cell_j, nb, nh, *, corr_ptr, corr_i, corr_j, p0, best_w, best_p):
-    """Per cell: the first pair with the strictly largest success count, and that count.
+def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
+    """Fill the kernel's staircase (:func:`simulator.mcpp.kernel._inside_stair`) from the cells' bests.
 
-    ``ib[p, s]`` / ``jh[p, s]`` are the first budget / horizon indices where
-    simulation s of pair p certainly succeeds (nb / nh: nowhere; failures have
-    nb); the exact re-simulations of the uncertain (simulation, cell) pairs
-    add their successes through ``corr_*`` (pair p's are
-    ``corr_ptr[p]:corr_ptr[p+1]``). Updates ``best_w`` / ``best_p`` in
-    place (pairs are numbered from ``p0``). A pair whose count at the
-    largest cell cannot beat every cell's best so far is skipped (counts
-    only fall with budget and horizon; -1: the kernel stopped it early).
+    ``stair_h[i, u]``: the largest horizon of the cells with budget index >= i
+    whose best count is below u (only those can still change: a pair that can
+    reach at most u successes beats no other cell). Both axes are widened by
+    a relative ``STAIR_WIDEN``: a simulation the kernel stops there is a
+    certain failure in every such cell, whatever the rounding.
+    Returns (the cells' smallest best, the largest budget and horizon of
+    the cells below M).
     """
-    K = cell_i.shape[0]
-    table = np.zeros((nb + 1, nh + 1), dtype=np.int64)
-    lowest = best_w[0]
-    for k in range(1, K):
-        if best_w[k] < lowest:
-            lowest = best_w[k]
-    for p in range(wins_max.shape[0]):
-        if wins_max[p] <= lowest:
+    nb = bvals.shape[0]
+    stair_h[:, :] = -np.inf
+    lowest = M
+    top_b = -np.inf
+    top_h = -np.inf
+    for i in range(nb):
+        stair_b[i] = bvals[i] * (1.0 + STAIR_WIDEN)
+    for k in range(cell_i.shape[0]):
+        w = best_w[k]
+        if w < lowest:
+            lowest = w
+        if w >= M:
             continue
+        b = bvals[cell_i[k]]
+        h = hvals[cell_j[k]]
+        if b > top_b:
+            top_b = b
+        if h > top_h:
+            top_h = h
+        hw = h * (1.0 + STAIR_WIDEN)
+        if hw > stair_h[cell_i[k], w + 1]:
+            stair_h[cell_i[k], w + 1] = hw
+    for i in range(nb):  # cells below u are below every larger level too
+        for u in range(1, M + 1):
+            if stair_h[i, u - 1] > stair_h[i, u]:
+                stair_h[i, u] = stair_h[i, u - 1]
+    for i in range(nb - 2, -1, -1):  # and fit every smaller budget
+        for u in range(M + 1):
+            if stair_h[i + 1, u] > stair_h[i, u]:
+                stair_h[i, u] = stair_h[i + 1, u]
+    return lowest, top_b, top_h
+
+
+@njit(cache=True, nogil=True)
+def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
+    """Every cell's first strictly best pair, the pairs simulated in (candidate, member) order.
+
+    ``pairs`` is ``(pair_c, pair_m)``, ``grid`` is ``(bvals, hvals, cell_i,
+    cell_j)`` and ``best`` is ``(best_w, best_p)`` (tuples keep the call's
+    arguments named by what they are: tests/test_signatures.py).
+    Cell k has budget ``bvals[cell_i[k]]`` and horizon ``hvals[cell_j[k]]``
+    (both axes increasing). Each pair is simulated once at the largest
+    budget and horizon of the cells that can still change (best < M), with
+    the kernel's early stops for a pair that cannot beat any cell
+    (``min_wins``) and for a simulation that fits no cell the pair can still
+    change (the staircase); each success's (cost, finishing time) then
+    counts in every cell that certainly admits it (a 2-D running sum over the
+    axes), and the (simulation, cell) pairs within a relative ``TOL`` of a
+    limit are simulated again with the cell's own limits. With ``track``,
+    the kernel also counts each pair's successes per cell, to stop a pair as
+    soon as no cell can get more than its best. Updates ``best_w``
+    (successes of the best pair, 0: none) and ``best_p`` (its pair index).
+    """
+    pair_c, pair_m = pairs
+    bvals, hvals, cell_i, cell_j = grid
+    best_w, best_p = best
+    nb = bvals.shape[0]
+    nh = hvals.shape[0]
+    K = cell_i.shape[0]
+    stair_b = np.empty(nb)
+    stair_h = np.empty((nb, M + 1))
+    cost = np.empty(M)
+    fin = np.empty(M)
+    ib = np.empty(M, dtype=np.int64)
+    jh = np.empty(M, dtype=np.int64)
+    ib_lo = np.empty(M, dtype=np.int64)
+    jh_lo = np.empty(M, dtype=np.int64)
+    table = np.zeros((nb + 1, nh + 1), dtype=np.int64)
+    none = np.empty(0)
+    no_stair = np.empty((0, 0))
+    one = np.empty(0)
+    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0], K if track else 0)
+    cell_b = np.empty(K if track else 0)
+    cell_h = np.empty(K if track else 0)
+    for k in range(cell_b.shape[0]):
+        cell_b[k] = bvals[cell_i[k]] * (1.0 + STAIR_WIDEN)
+        cell_h[k] = hvals[cell_j[k]] * (1.0 + STAIR_WIDEN)
+    no_cells = np.empty(0, dtype=np.int64)
+    cell_best = best_w if track else no_cells
+    lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
+    for p in range(pair_c.shape[0]):
+        if lowest >= M:
+            break  # every cell has a pair with M successes: no later pair can beat it
+        cost[:] = np.inf
+        fin[:] = np.inf
+        w = _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
+                      stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
+        if w <= lowest:
+            continue  # beats no cell (-1: stopped early)
         table[:, :] = 0
-        for s in range(ib.shape[1]):
-            table[ib[p, s], jh[p, s]] += 1
-        for i in range(nb):  # 2-D running sums: table[i, j] = successes with ib <= i and jh <= j
+        uncertain = False
+        for s in range(M):
+            if cost[s] == np.inf:
+                ib[s] = nb
+                jh[s] = nh
+                ib_lo[s] = nb
+                jh_lo[s] = nh
+                continue
+            ib[s] = first_at_least(bvals, cost[s] * (1.0 + TOL))
+            ib_lo[s] = first_at_least(bvals, cost[s] * (1.0 - TOL))
+            jh[s] = first_at_least(hvals, fin[s] * (1.0 + TOL))
+            jh_lo[s] = first_at_least(hvals, fin[s] * (1.0 - TOL))
+            table[ib[s], jh[s]] += 1
+            if ib_lo[s] < ib[s] or jh_lo[s] < jh[s]:
+                uncertain = True
+        for i in range(nb):  # 2-D running sums: table[i, j] = certain successes with ib <= i and jh <= j
             for j in range(nh):
                 v = table[i, j]
                 if i > 0:
@@ -62,24 +158,25 @@ def _best_per_cell(wins_max, ib, jh, bands, cell_i, cell_j, nb, nh, *, corr_ptr,
                 if i > 0 and j > 0:
                     v -= table[i - 1, j - 1]
                 table[i, j] = v
-        if bands:
-            for q in range(corr_ptr[p], corr_ptr[p + 1]):
-                table[corr_i[q], corr_j[q]] += 1
+        changed = False
         for k in range(K):
-            w = table[cell_i[k], cell_j[k]]
-            if w > best_w[k]:
-                best_w[k] = w
-                best_p[k] = p0 + p
-        lowest = best_w[0]
-        for k in range(1, K):
-            if best_w[k] < lowest:
-                lowest = best_w[k]
-
-
-def _first_certain(vals: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first index certainly >= x, first index not certainly < x) in the increasing ``vals``."""
-    return (np.searchsorted(vals, x * (1.0 + TOL), side="left"),
-            np.searchsorted(vals, x * (1.0 - TOL), side="left"))  # fmt: skip
+            if best_w[k] >= w:
+                continue  # the pair's count here is at most w
+            i = cell_i[k]
+            j = cell_j[k]
+            c = table[i, j]
+            if uncertain:  # the (simulation, cell) pairs in a rounding band: simulated with the cell's limits
+                for s in range(M):
+                    if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
+                        continue  # failed, certainly too tight, or certainly counted by the table
+                    c += _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i], hvals[j],
+                                   none, no_stair, none, none, no_cells, work_i, work_f, work_b)
+            if c > best_w[k]:
+                best_w[k] = c
+                best_p[k] = p
+                changed = True
+        if changed:
+            lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
 
 
 def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons: np.ndarray):
@@ -93,95 +190,19 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     """
     budgets = np.asarray(budgets, dtype=np.float64)
     horizons = np.asarray(horizons, dtype=np.float64)
-    bmax, hmax = float(budgets.max()), float(horizons.max())
     prep = policy.prepare(view)
     if prep is None:
         return None
     _mode, _n_base, cand_model, cand_count, members, dec = prep
-    dec = dec._replace(budget=bmax, horizon=hmax)  # the largest cell: every smaller one is decided from it
     tb = policy.episode_tables
     C, Pm, M = cand_model.shape[0], len(members), policy.params.M
-    pair_c = np.repeat(np.arange(C, dtype=np.int64), Pm)
-    pair_m = np.tile(np.arange(Pm, dtype=np.int64), C)
-    N = C * Pm
+    pair_c, pair_m = tb.pair_indices(C, Pm)
+    bvals, cell_i = np.unique(budgets, return_inverse=True)
+    hvals, cell_j = np.unique(horizons, return_inverse=True)
     K = len(budgets)
     best_w = np.zeros(K, dtype=np.int64)
     best_p = np.zeros(K, dtype=np.int64)
-    active = np.ones(K, dtype=bool)
-    lo = 0
-    step = max(Pm, N // 16)
-    while lo < N and active.any():
-        # the pairs in order, in chunks: a cell whose best is M can no longer change (strict maximum), so
-        # the next chunk is simulated at the largest still open cell, and a pair that cannot beat every
-        # open cell's best stops early (both exact: only each cell's first strict maximum is needed, and
-        # counts only fall with budget and horizon)
-        hi = min(N, lo + step)
-        b_open, h_open = budgets[active], horizons[active]
-        top = dec._replace(budget=float(b_open.max()), horizon=float(h_open.max()))
-        _evaluate_chunk(tb, top, pair_c[lo:hi], pair_m[lo:hi], M, int(best_w[active].min()) + 1, lo,
-                        budgets=b_open, horizons=h_open, best_w=best_w, best_p=best_p, active=active)  # fmt: skip
-        active &= best_w < M
-        lo = hi
+    grid = (bvals, hvals, cell_i.astype(np.int64), cell_j.astype(np.int64))
+    decide_cells_kernel(tb.arr, tb.bounds, dec, (pair_c, pair_m), M, grid, (best_w, best_p), K <= TRACK_CELLS)
     cand = np.where(best_w > 0, pair_c[best_p], 0)
     return cand, cand_model, cand_count, dec.ready
-
-
-def _evaluate_chunk(tb, dec, pc, pm, M, min_wins, p0, *, budgets, horizons, best_w, best_p, active) -> None:
-    """Simulate one chunk of pairs at ``dec``'s limits and update the open cells' best pairs."""
-    N = len(pc)
-    wins = np.zeros(N, dtype=np.int64)
-    cost = np.full((N, M), np.inf)
-    fin = np.full((N, M), np.inf)
-    run_pairs_outcomes(tb.arr, tb.bounds, dec, pc, pm, 0, M, wins, cost, fin, min_wins)
-    bvals, cell_i = np.unique(budgets, return_inverse=True)
-    hvals, cell_j = np.unique(horizons, return_inverse=True)
-    nb, nh = len(bvals), len(hvals)
-    ok = np.isfinite(cost)
-    ok[wins < 0] = False  # stopped early: cannot change any cell
-    ib, ib_lo = _first_certain(bvals, np.where(ok, cost, 0.0))
-    jh, jh_lo = _first_certain(hvals, np.where(ok, fin, 0.0))
-    ib[~ok] = nb
-    jh[~ok] = nh
-    uncertain = ok & ((ib_lo < ib) | (jh_lo < jh))
-    corr_ptr = np.zeros(N + 1, dtype=np.int64)
-    corr_i = np.zeros(0, dtype=np.int64)
-    corr_j = np.zeros(0, dtype=np.int64)
-    if uncertain.any():
-        corr_ptr, corr_i, corr_j = _resimulate(tb, dec, pc, pm, uncertain, ib=ib, ib_lo=ib_lo, jh=jh, jh_lo=jh_lo,
-                                               cell_i=cell_i, cell_j=cell_j, bvals=bvals, hvals=hvals)  # fmt: skip
-    bw, bp = best_w[active], best_p[active]
-    _best_per_cell(wins, ib.astype(np.int64), jh.astype(np.int64), bool(uncertain.any()), cell_i.astype(np.int64),
-                   cell_j.astype(np.int64), nb, nh, corr_ptr=corr_ptr, corr_i=corr_i, corr_j=corr_j, p0=p0,
-                   best_w=bw, best_p=bp)  # fmt: skip
-    best_w[active], best_p[active] = bw, bp
-
-
-def _resimulate(tb, dec, pair_c, pair_m, uncertain, *, ib, ib_lo, jh, jh_lo, cell_i, cell_j, bvals, hvals):
-    """Exact successes of the uncertain (simulation, cell) pairs, by the planner's kernel with the cell's limits.
-
-    A (simulation, cell) is uncertain when the cell's budget lies in the
-    simulation's rounding band on the budget axis and its horizon is not
-    certainly too short, or the other way round. Returns the successes as
-    (per-pair pointer, budget index, horizon index) entries.
-    """
-    present = set(zip(cell_i.tolist(), cell_j.tolist()))
-    entries: list[tuple[int, int, int]] = []
-    one = np.zeros(1, dtype=np.int64)
-    for p, s in zip(*np.nonzero(uncertain)):
-        for i, j in present:
-            in_b, in_h = ib_lo[p, s] <= i < ib[p, s], jh_lo[p, s] <= j < jh[p, s]
-            if not (in_b or in_h) or i < ib_lo[p, s] or j < jh_lo[p, s]:
-                continue  # certain: counted by the table, or certainly a failure
-            exact = dec._replace(budget=float(bvals[i]), horizon=float(hvals[j]))
-            run_pairs_serial(tb.arr, tb.bounds, exact, pair_c[p : p + 1], pair_m[p : p + 1], int(s), int(s) + 1, one)
-            if one[0]:
-                entries.append((int(p), i, j))
-    entries.sort()
-    N = len(pair_c)
-    ptr = np.zeros(N + 1, dtype=np.int64)
-    for p, _, _ in entries:
-        ptr[p + 1] += 1
-    ptr = np.cumsum(ptr)
-    ci = np.array([e[1] for e in entries], dtype=np.int64)
-    cj = np.array([e[2] for e in entries], dtype=np.int64)
-    return ptr, ci, cj

@@ -21,13 +21,13 @@ line (:mod:`simulator.base.validation`) before any work starts.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from simulator.base.errors import ConfigError
+from simulator.base.jsonread import load_json_file
 from simulator.base.validation import (
     check_choice,
     check_input_file,
@@ -214,13 +214,7 @@ class FurtherParams:
 
 def _read_colgen_file(path: str, name: str) -> dict[str, Any]:
     p = check_input_file(path, name, "environment")
-    try:
-        with open(p, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{name} (environment): {str(p)!r} line {exc.lineno}: not valid JSON") from None
-    except OSError as exc:
-        raise ConfigError(f"{name} (environment): cannot read {str(p)!r}: {exc.strerror}") from None
+    obj = load_json_file(p, what=f"{name} (environment)", max_bytes=16 << 20)
     if not isinstance(obj, dict):
         raise ConfigError(f"{name} (environment): {str(p)!r} must hold a JSON object of column-generation parameters")
     check_unknown_names(obj.keys(), COLGEN_KEYS, "column-generation parameter(s)", f"{str(p)!r}")
