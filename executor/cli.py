@@ -27,6 +27,7 @@ from executor.inputs import (
     make_workflow,
 )
 from executor.live import EXIT_CODES, Options, RunSpec, open_run
+from executor.redact import redact
 from executor.trace import Trace, format_summary, read_trace, summarize
 from executor.world import Faults, World, serve_until_stopped, stats_dict
 from simulator.base import cliargs
@@ -148,7 +149,7 @@ def cmd_run(argv: Sequence[str]) -> int:
     res = asyncio.run(go())
     events, torn = read_trace(args.trace)
     s = summarize(events, torn)
-    print(json.dumps(s) if args.json else format_summary(s))
+    print(redact(json.dumps(s)) if args.json else format_summary(s))
     from executor.learn import drift_lines, learn_after_run
 
     for line in drift_lines(events, args.pool, args.dag):
@@ -156,7 +157,7 @@ def cmd_run(argv: Sequence[str]) -> int:
     if args.learn:
         print(learn_after_run(args.learn, args.trace), file=sys.stderr)
     if res.termination != "completed":
-        print(f"{res.termination}: {res.message}", file=sys.stderr)
+        print(redact(f"{res.termination}: {res.message}"), file=sys.stderr)
     if res.termination == "interrupted":
         return 143 if signalled and signalled[0] == "SIGTERM" else 130
     return EXIT_CODES.get(res.termination, 0)
@@ -171,7 +172,7 @@ def cmd_summary(argv: Sequence[str]) -> int:
     args = ap.parse_args(argv)
     events, torn = read_trace(args.trace)
     s = summarize(events, torn)
-    print(json.dumps(s) if args.json else format_summary(s))
+    print(redact(json.dumps(s)) if args.json else format_summary(s))
     from executor.learn import drift_lines
 
     for line in drift_lines(events, args.pool, args.dag if args.pool else None):

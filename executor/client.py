@@ -22,9 +22,12 @@ kind               what happened                                    reservation 
 ``connect``        connection refused (never reached the server)    released            retried
 ``reset``          connection closed after the request was sent     possibly billed     retried, fresh reservation
 ``timeout``        no whole answer within the timeout               possibly billed     retried, fresh reservation
-``decode_error``   the body does not decode (false gzip, ...)       possibly billed     retried, fresh reservation
+``decode_error``   the body does not decode (false gzip, a stacked  possibly billed     retried, fresh reservation
+                   or unknown Content-Encoding, ...)
 ``too_large``      the body passed the endpoint's byte cap          possibly billed     retried, fresh reservation
-``invalid_json``   200 with a body that is not JSON                 possibly billed     retried, fresh reservation
+``invalid_json``   200 with a body that is not JSON (or nested too  possibly billed     retried, fresh reservation
+                   deep to parse)
+``mismatch``       200 JSON that is not a ``chat.completion``       possibly billed     retried, fresh reservation
 ``no_choices``     200 JSON without a choice with content           possibly billed     retried, fresh reservation
 ``http_4xx``       a client error that repeats for this request     released            not re-sent: (node, model)
                    (400, 413, 422, ...)                                                 is refused for the run
@@ -44,24 +47,26 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import random
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import h11
 import httpx
 
 from codeflow.llm_client import FATAL_STATUS, estimate_tokens, parse_retry_after
-from executor.endpoints import Endpoint
+from executor.decoding import ACCEPT_ENCODING, BodyDecoder, DecodeFault, TooLarge
+from executor.endpoints import Endpoint, request_secrets
 from executor.gateway import TIMEOUT_STATUSES, error_billing, gateway_retries
 from executor.ledger import RELEASED, SETTLED, UNBILLED, billing_of
+from executor.redact import redact
 
 #: faults a sample retries (with a fresh reservation when the last one may have been billed)
 RETRYABLE = frozenset({"http_429", "http_5xx", "gw_timeout", "connect", "reset", "timeout", "decode_error", "too_large",
-                       "invalid_json", "no_choices"})
+                       "invalid_json", "no_choices", "mismatch"})
 #: faults that count towards an endpoint being down (unavailable: it does not answer)
 DOWN_KINDS = frozenset({"connect", "reset", "http_5xx", "gw_timeout", "timeout"})
 #: a 429 whose body says this, is a refusal (out of quota or budget), not a busy signal
@@ -88,6 +93,9 @@ class TryResult:
     billing: str = RELEASED  # SETTLED, UNBILLED or RELEASED (executor.ledger.billing_of)
     bad_text: bool = False  # the answer held invalid text (lone surrogates, invalid UTF-8), replaced
     served_model: str | None = None  # the answer's own ``model`` (a gateway may answer with another model)
+    #: what the answer did beyond the contract, counted in the request's ``faults``: ``extra_choices`` (more than
+    #: the one choice asked), ``duplicate_keys``, ``model_mismatch``, ``stale_bytes`` (its connection was dropped)
+    notes: list[str] = field(default_factory=list)
     #: retries a gateway says it made upstream for this answer (a retry-count header), None when none says
     gateway_retries: int | None = None
 
@@ -110,15 +118,59 @@ def prompt_token_bound(messages: list[dict[str, Any]]) -> int:
     return sum(len(clean_text(str(m.get("content", "")))[0].encode("utf-8")) + 16 for m in messages)
 
 
+#: the largest usage count taken as a count: every integer up to it is exact as a float
+MAX_COUNT = 2 ** 53
+
+
 def usage_count(x: Any) -> float | None:
-    """A usage field as a token count, or None when it is not one (missing, negative, non-finite, a string, a bool)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+    """A usage field as a token count, or None when it is not a plain one: a JSON integer in 0..2**53 (not
+    missing, negative, a float such as 1e12 or 2.0, a string, a bool, or an integer too large to count exactly)."""
+    if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COUNT:
         return None
     return float(x)
 
 
-def classify_body(data: Any, messages: list[dict[str, Any]]) -> TryResult:
-    """The outcome of a 200 answer's parsed JSON body."""
+def same_model(asked: str, answered: Any) -> bool:
+    """Does the answer's ``model`` name the model asked? Leniently: a provider prefix (``openai/``) and a dated
+    suffix (``gpt-4o`` answered as ``gpt-4o-2024-08-06``) are the same model. Gateways rename models, so a
+    mismatch is reported (``model_mismatch``), never refused."""
+    if not isinstance(answered, str) or not answered:
+        return True
+    a, b = asked.lower().rsplit("/", 1)[-1], answered.lower().rsplit("/", 1)[-1]
+    return a.startswith(b) or b.startswith(a)
+
+
+def parse_json(text: str) -> tuple[Any, bool]:
+    """(data, duplicate keys seen) of an answer's text; ValueError when it is not JSON or nests too deep to parse
+    (Python's parser recurses: a 30,000-deep array raises RecursionError, here a ValueError)."""
+    dup = [False]
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        d = dict(items)
+        if len(d) != len(items):
+            dup[0] = True
+        return d
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs), dup[0]
+    except RecursionError:
+        raise ValueError("the answer nests too deep to parse") from None
+
+
+def classify_body(data: Any, messages: list[dict[str, Any]], duplicate_keys: bool = False,
+                  model: str = "") -> TryResult:
+    """The outcome of a 200 answer's parsed JSON body.
+
+    The answer is checked against what can be checked: its ``object`` is
+    ``chat.completion`` (else ``mismatch``); the first choice is used, and
+    choices beyond the one asked (``n = 1``) are noted (``extra_choices``)
+    while the usage, which bills them all, is charged as reported; an answer
+    with duplicate keys anywhere (``"completion_tokens": 100,
+    "completion_tokens": 1``) has no usage to trust: charged the reservation.
+    """
+    if isinstance(data, dict) and "object" in data and data["object"] != "chat.completion":
+        return TryResult("mismatch", detail=redact(f"the answer is a {str(data['object'])[:40]!r}, not a "
+                                                   f"chat.completion"), billing=UNBILLED, status_code=200)
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return TryResult("no_choices", detail="the answer has no choices", billing=UNBILLED, status_code=200)
@@ -128,18 +180,25 @@ def classify_body(data: Any, messages: list[dict[str, Any]]) -> TryResult:
         return TryResult("no_choices", detail="the first choice has no message content", billing=UNBILLED,
                          status_code=200)
     text, bad = clean_text(text)
+    notes = []
+    if len(choices) > 1:
+        notes.append("extra_choices")
+    if duplicate_keys:
+        notes.append("duplicate_keys")
+    if model and not same_model(model, data.get("model")):
+        notes.append("model_mismatch")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     pt, ct = usage_count(usage.get("prompt_tokens")), usage_count(usage.get("completion_tokens"))
     source = "usage"
-    if pt is None or ct is None:
+    if pt is None or ct is None or duplicate_keys:
         source = "local"  # no usable usage: a local count for the trace; the run charges the reservation
         pt = float(estimate_tokens(json.dumps(messages, ensure_ascii=False)))
         ct = float(estimate_tokens(text))
     kind = "truncated" if choices[0].get("finish_reason") == "length" else "ok"
     served = data.get("model")
     return TryResult(kind, text=text, prompt_tokens=pt, completion_tokens=ct, usage_source=source, status_code=200,
-                     billing=billing_of(True, True, False), bad_text=bad,
-                     served_model=served[:DETAIL_CHARS] if isinstance(served, str) else None)
+                     billing=billing_of(True, True, False), bad_text=bad, notes=notes,
+                     served_model=said(served) if isinstance(served, str) else None)
 
 
 def error_message(raw: bytes) -> str:
@@ -147,7 +206,7 @@ def error_message(raw: bytes) -> str:
     text = raw[:4096].decode("utf-8", "replace")
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
         data = None
     msg: Any = None
     if isinstance(data, dict):
@@ -156,7 +215,13 @@ def error_message(raw: bytes) -> str:
         if isinstance(err, dict) and not msg:
             msg = json.dumps(err)
     out = str(msg) if msg else text
-    return " ".join(clean_text(out)[0].split())[:DETAIL_CHARS]
+    return said(" ".join(clean_text(out)[0].split()))
+
+
+def said(text: str) -> str:
+    """A server's (or a library's) words as the trace may keep them: redacted (:mod:`executor.redact`), then cut
+    to :data:`DETAIL_CHARS` (in this order: no prefix of a secret survives the cut)."""
+    return redact(text)[:DETAIL_CHARS]
 
 
 def classify_error(status: int, raw: bytes, headers: Mapping[str, str], retrying_gateway: bool = False) -> TryResult:
@@ -192,12 +257,13 @@ def response_cap(ep: Endpoint) -> int:
 
 def request_body(ep: Endpoint, messages: list[dict[str, Any]], max_tokens: int, keys: Mapping[str, int],
                  temperature: float | None) -> dict[str, Any]:
-    """The chat-completions body: the cap under the endpoint's name for it, and the world's keys in ``mcpp``.
+    """The chat-completions body: the cap under the endpoint's name for it, one choice (``n: 1``: a server's
+    default may differ), and the world's keys in ``mcpp``.
 
     The four keys also travel as ``X-MCPP-*`` headers; in the body they pass
     through gateways that drop unknown headers (a default LiteLLM proxy).
     """
-    body: dict[str, Any] = {"model": ep.model, "messages": messages, ep.token_param: int(max_tokens),
+    body: dict[str, Any] = {"model": ep.model, "messages": messages, ep.token_param: int(max_tokens), "n": 1,
                             "mcpp": dict(keys)}
     if temperature is not None:
         body["temperature"] = temperature
@@ -212,13 +278,16 @@ async def try_once(http: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], 
     ``sent`` (a one-item list) is set to True once the request's headers
     start to go out: a try cancelled after that may have been billed.
     ``on_mark`` is called with ``"sent"`` then ``"first_byte"`` (the answer's
-    headers in): the trace's per-try times.
+    headers in): the trace's per-try times. The
+    body is read raw and decoded here, within the cap
+    (:class:`executor.decoding.BodyDecoder`); a connection that holds bytes
+    after the answer is dropped (:func:`drop_if_stale`); every word of the
+    server's that the result keeps is redacted (:func:`said`).
     """
-    key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
-    hdrs = dict(headers)
-    if key:
-        hdrs["Authorization"] = f"Bearer {key}"
+    hdrs = {**headers, **request_secrets(ep), "Accept-Encoding": ACCEPT_ENCODING}
     reached = sent if sent is not None else [False]
+    notes: list[str] = []
+    got: list[httpx.Response] = []
 
     async def on_event(name: str, info: dict) -> None:
         if ".send_request_headers." in name:
@@ -227,21 +296,25 @@ async def try_once(http: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], 
             reached[0] = True
         elif on_mark is not None and name.endswith(".receive_response_headers.complete"):
             on_mark("first_byte")
+        elif name.endswith("response_closed.started") and got and drop_if_stale(got[0]):
+            notes.append("stale_bytes")  # before httpcore decides to keep the connection alive
 
     cap = response_cap(ep)
     try:
         async with asyncio.timeout(timeout_s):
             async with http.stream("POST", ep.url, json=body, headers=hdrs, extensions={"trace": on_event},
                                    timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))) as resp:
-                chunks, size = [], 0
-                async for chunk in resp.aiter_bytes():
-                    size += len(chunk)
-                    if size > cap:
-                        return TryResult("too_large", status_code=resp.status_code, billing=UNBILLED,
-                                         detail=f"the answer passed {cap} bytes")
-                    chunks.append(chunk)
-                raw = b"".join(chunks)
+                got.append(resp)
                 status, rheaders = resp.status_code, resp.headers
+                dec = BodyDecoder(rheaders.get("content-encoding"), cap)
+                async for chunk in resp.aiter_raw():
+                    dec.feed(chunk)
+                raw = dec.finish()
+    except TooLarge as exc:
+        return TryResult("too_large", status_code=status, billing=UNBILLED, detail=str(exc))
+    except DecodeFault as exc:
+        return TryResult("decode_error", status_code=status, detail=said(f"the answer does not decode: {exc}"),
+                         billing=UNBILLED)
     except TimeoutError:
         return TryResult("timeout", detail=f"no whole answer within {timeout_s:.3g} s",
                          billing=billing_of(reached[0], False, False))
@@ -249,32 +322,70 @@ async def try_once(http: httpx.AsyncClient, ep: Endpoint, body: dict[str, Any], 
         return TryResult("timeout", detail=f"no answer within {timeout_s:.3g} s",
                          billing=billing_of(reached[0], False, False))
     except httpx.DecodingError as exc:
-        return TryResult("decode_error", detail=f"the answer does not decode: {exc}"[:DETAIL_CHARS],
-                         billing=UNBILLED)
+        return TryResult("decode_error", detail=said(f"the answer does not decode: {exc}"), billing=UNBILLED)
     except (httpx.TransportError, OSError) as exc:
         kind = "reset" if reached[0] else "connect"
-        return TryResult(kind, detail=f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS],
+        return TryResult(kind, detail=said(f"{type(exc).__name__}: {exc}"),
                          billing=billing_of(reached[0], False, False))
     except httpx.HTTPError as exc:  # anything else httpx raises: classified, never a crash
-        return TryResult("decode_error", detail=f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS],
+        return TryResult("decode_error", detail=said(f"{type(exc).__name__}: {exc}"),
                          billing=billing_of(reached[0], False, False))
+    res = classify_answer(ep, status, raw, rheaders, messages)
+    res.notes[:0] = notes
+    return res
+
+
+def classify_answer(ep: Endpoint, status: int, raw: bytes, headers: Mapping[str, str],
+                    messages: list[dict[str, Any]]) -> TryResult:
+    """A whole answer (decoded body within the cap), classified."""
     if status == 200:
         try:
             text, bad = raw.decode("utf-8"), False
         except UnicodeDecodeError:  # untrusted bytes: invalid UTF-8 replaced, the answer flagged
             text, bad = raw.decode("utf-8", "replace"), True
         try:
-            data = json.loads(text)
-        except ValueError:
-            return TryResult("invalid_json", status_code=200, detail="the answer is not JSON", billing=UNBILLED)
-        res = classify_body(data, messages)
+            data, dup = parse_json(text)
+        except ValueError as exc:
+            why = str(exc) if "deep" in str(exc) else "the answer is not JSON"
+            return TryResult("invalid_json", status_code=200, detail=why, billing=UNBILLED)
+        res = classify_body(data, messages, dup, ep.model)
         res.bad_text = res.bad_text or bad
-        res.gateway_retries = gateway_retries(rheaders)
+        res.gateway_retries = gateway_retries(headers)
         return res
     if 200 < status < 300 or 300 <= status < 400:
         return TryResult("invalid_json", status_code=status, detail=f"HTTP {status} is not an answer",
                          billing=UNBILLED)
-    return classify_error(status, raw, rheaders, ep.errors_may_bill)
+    return classify_error(status, raw, headers, ep.errors_may_bill)
+
+
+def drop_if_stale(resp: httpx.Response) -> bool:
+    """Drop the answer's connection when it holds bytes beyond the answer; True when it did.
+
+    A server (or proxy) that writes its answer twice leaves the copy in the
+    HTTP/1.1 parser's buffer, where the connection's next request would read
+    it as its own answer. Called when httpcore starts closing the response
+    (its ``response_closed.started`` trace event, before it decides to keep
+    the connection): the parser (h11) says what it holds past the answer
+    (``trailing_data``), and marking our side failed makes httpcore close the
+    connection instead of returning it to the pool.
+    Bytes that arrive later, while the connection is idle, make the socket
+    readable, and httpcore drops such a connection before reusing it. Reached
+    through httpcore's private attributes (checked by
+    ``tests/test_executor_trust.py`` against the pinned versions); when they
+    are not there, nothing is dropped.
+    """
+    layer, conn = getattr(resp, "stream", None), None
+    for _ in range(8):  # httpx's bound stream -> its transport's stream -> httpcore's pool stream -> HTTP/1.1 stream
+        if layer is None or hasattr(layer, "_connection"):
+            conn = getattr(layer, "_connection", None)
+            break
+        layer = getattr(layer, "_stream", None) or getattr(layer, "_httpcore_stream", None)
+    parser = getattr(conn, "_h11_state", None)
+    trailing = getattr(parser, "trailing_data", None)
+    if not trailing or not trailing[0] or parser.their_state is not h11.DONE:
+        return False
+    parser.send_failed()
+    return True
 
 
 def backoff_s(tries: int, retry_after: float | None, base: float, cap: float, rng: random.Random) -> float:
@@ -349,5 +460,6 @@ class EndpointHealth:
 
 
 __all__ = ["DOWN_KINDS", "RETRYABLE", "SETTLED", "UNBILLED", "RELEASED", "EndpointHealth", "Gate", "TryResult",
-           "backoff_s", "classify_body", "classify_error", "clean_text", "gate_of", "prompt_token_bound",
-           "request_body", "response_cap", "try_once", "usage_count"]
+           "backoff_s", "classify_answer", "classify_body", "classify_error", "clean_text", "drop_if_stale", "gate_of",
+           "parse_json", "prompt_token_bound", "request_body", "response_cap", "said", "same_model", "try_once",
+           "usage_count"]

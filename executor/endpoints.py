@@ -15,6 +15,9 @@ TOML (read with the standard library's ``tomllib``), one table per model id::
     token_param = "max_tokens"              # or "max_completion_tokens" (OpenAI's reasoning models)
     max_response_bytes = 131072             # answers larger than this are cut (default: 32 x max_tokens, >= 64 KiB)
     errors_may_bill = false                 # true behind a gateway that retries: a 5xx may hide billed tries
+    headers = { "x-portkey-provider" = "openai", "x-portkey-config" = { env = "PORTKEY_CONFIG" } }
+                                            # sent with every request: a literal value, or { env = "NAME" }
+                                            # (read from the environment at each request, a secret: redacted)
 
 Every field is required (a missing one, a negative price or a non-positive
 limit is refused with the file and the item), so that the worst-case cost of
@@ -25,17 +28,23 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from executor.redact import remember
 from simulator.base.errors import ConfigError
 
 FIELDS = ("base_url", "model", "api_key_env", "input_price_per_1m", "output_price_per_1m", "concurrency",
           "max_tokens", "request_timeout_s")
-OPTIONAL = ("token_param", "max_response_bytes", "errors_may_bill")
+OPTIONAL = ("token_param", "max_response_bytes", "errors_may_bill", "headers")
+#: headers the executor sets itself (an endpoints file may not set them)
+OWN_HEADERS = frozenset({"host", "content-type", "content-length", "transfer-encoding", "connection",
+                         "accept-encoding", "x-mcpp-dag", "x-mcpp-node", "x-mcpp-trial", "x-mcpp-attempt"})
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
 
 
@@ -55,6 +64,8 @@ class Endpoint:
     token_param: str = "max_tokens"
     max_response_bytes: int = 0  # 0: the default cap (executor.client.response_cap)
     errors_may_bill: bool = False  # a 5xx answer is possibly billed (a gateway may have retried a billed request)
+    #: extra request headers: (name, literal value, environment variable); exactly one of the last two is set
+    headers: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def url(self) -> str:
@@ -109,6 +120,7 @@ def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
         may_bill = row.get("errors_may_bill", False)
         if not isinstance(may_bill, bool):
             raise ConfigError(f"{path}: {where}: errors_may_bill must be true or false, got {may_bill!r}")
+        headers = parse_headers(row.get("headers", {}), f"{path}: {where}: headers", row["api_key_env"])
         out[str(model_id)] = Endpoint(
             model_id=str(model_id),
             base_url=row["base_url"],
@@ -122,7 +134,59 @@ def parse_endpoints(data: Mapping[str, Any], path: str) -> dict[str, Endpoint]:
             token_param=token_param,
             max_response_bytes=cap,
             errors_may_bill=may_bill,
+            headers=headers,
         )
+    return out
+
+
+def parse_headers(table: Any, where: str, api_key_env: str) -> tuple[tuple[str, str, str], ...]:
+    """An endpoint's ``headers`` table: name -> a literal string or ``{ env = "NAME" }`` (refused in one line)."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: headers must be a table of name = value, got {table!r}")
+    out = []
+    for name, value in table.items():
+        if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            raise ConfigError(f"{where}: {name!r} is not a header name")
+        if name.lower() in OWN_HEADERS:
+            raise ConfigError(f"{where}: {name} is set by the executor")
+        if any(name.lower() == n.lower() for n, _, _ in out):
+            raise ConfigError(f"{where}: {name} is named twice (header names ignore case)")
+        if name.lower() == "authorization" and api_key_env:
+            raise ConfigError(f"{where}: Authorization comes from api_key_env ({api_key_env}); set one of the two")
+        if isinstance(value, str):
+            literal, env = value, ""
+        elif (isinstance(value, Mapping) and set(value) == {"env"} and isinstance(value["env"], str)
+              and value["env"]):
+            literal, env = "", value["env"]
+        else:
+            raise ConfigError(f'{where}: {name} must be a string or {{env = "NAME"}}, got {value!r}')
+        if "\r" in literal or "\n" in literal:
+            raise ConfigError(f"{where}: {name} holds a line break")
+        out.append((name, literal, env))
+    return tuple(out)
+
+
+def request_secrets(ep: Endpoint) -> dict[str, str]:
+    """The endpoint's ``Authorization`` (from ``api_key_env``) and extra headers, read from the environment now.
+
+    Every value read from the environment is registered as a secret
+    (:func:`executor.redact.remember`) before it can be sent.
+    """
+    out: dict[str, str] = {}
+    if ep.api_key_env:
+        key = os.environ.get(ep.api_key_env)
+        if key:
+            remember(key, f"${ep.api_key_env}")
+            remember(f"Bearer {key}", f"${ep.api_key_env}")
+            out["Authorization"] = f"Bearer {key}"
+    for name, literal, env in ep.headers:
+        if env:
+            value = os.environ.get(env, "")
+            remember(value, f"${env}")
+        else:
+            value = literal
+        if value:
+            out[name] = value
     return out
 
 
@@ -148,12 +212,20 @@ def check_models_served(endpoints: Mapping[str, Endpoint], model_ids: Iterable[s
 
 
 def check_keys(endpoints: Mapping[str, Endpoint], model_ids: Iterable[str], path: str) -> None:
-    """Every ``api_key_env`` an endpoint the run uses names must be set and non-empty (before any request)."""
+    """Every ``api_key_env`` and header variable an endpoint the run uses names must be set and non-empty
+    (before any request); their values are registered as secrets (:mod:`executor.redact`)."""
     for m in model_ids:
         ep = endpoints.get(m)
-        if ep is not None and ep.api_key_env and not os.environ.get(ep.api_key_env):
+        if ep is None:
+            continue
+        if ep.api_key_env and not os.environ.get(ep.api_key_env):
             raise ConfigError(f"{path}: [models.{m}]: api_key_env names {ep.api_key_env!r}, which is not set "
                               f"(or empty) in the environment")
+        for name, _literal, env in ep.headers:
+            if env and not os.environ.get(env):
+                raise ConfigError(f"{path}: [models.{m}]: headers: {name} names {env}, which is not set (or empty) "
+                                  f"in the environment")
+        request_secrets(ep)
 
 
 def _toml_value(v: Any) -> str:
@@ -175,5 +247,9 @@ def endpoints_toml(endpoints: Iterable[Endpoint]) -> str:
             lines.append(f"max_response_bytes = {ep.max_response_bytes}")
         if ep.errors_may_bill:
             lines.append("errors_may_bill = true")
+        if ep.headers:
+            items = [f"{_toml_value(n)} = " + (f"{{ env = {_toml_value(env)} }}" if env else _toml_value(lit))
+                     for n, lit, env in ep.headers]
+            lines.append(f"headers = {{ {', '.join(items)} }}")
         lines.append("")
     return "\n".join(lines)

@@ -30,9 +30,11 @@ cut_body,ok [--schedule ...] [--port N] [--write-endpoints F] [--record F]``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -89,6 +91,22 @@ FAULT_CLASSES: dict[str, tuple[bool, str]] = {
     "gw_retried_ok": (True, "the loopback answer after a gateway's retry of an upstream 500: 200 with "
                             "x-portkey-retry-attempt-count: 1"),
 }
+#: faults of trust (issue 41): crossed answers, echoed secrets, decoding bombs, answers beyond the contract
+TRUST_FAULTS: dict[str, tuple[bool, str]] = {
+    "double_answer": (True, "the answer written twice on the kept-alive connection (a buggy proxy): the copy waits "
+                            "to be read as the answer of the connection's next request"),
+    "key_echo_401": (False, "401 'Incorrect API key provided: <the request's Authorization>', the key echoed in "
+                            "the body and in a response header"),
+    "key_echo_500": (False, "500 whose body echoes every request header (a debugging proxy), and a response "
+                            "header echoing the Authorization"),
+    "gzip_bomb": (True, "Content-Encoding: gzip, gzip: the gzip of the gzip of bomb_bytes (1 GiB) zero bytes "
+                        "(1,827 bytes on the wire)"),
+    "unknown_encoding": (True, "Content-Encoding: compress (never offered) over a plain JSON answer"),
+    "many_choices": (True, "extra_choices + 1 choices (5) for n = 1, the usage their sum; billed all of them"),
+    "duplicate_usage": (True, "the usage object with completion_tokens twice: the real count, then 1"),
+    "deep_json": (True, "a 200 whose body is a JSON array nested deep_json_depth (30,000) deep"),
+}
+FAULT_CLASSES.update(TRUST_FAULTS)
 #: classes a gateway serves (billed ones bill the upstream's whole answer, whatever status reaches the client)
 GATEWAY_CLASSES = frozenset({"gw_timeout_408", "gw_timeout_504", "cdn_timeout_524", "gw_retry_500", "gw_retry_429",
                              "gw_retried_ok"})
@@ -112,6 +130,8 @@ class Seen:
     billed_tokens: int
     status: int
     detail: str = ""
+    #: of billed_tokens, what the request did not ask for (choices beyond n = 1: many_choices)
+    excess_tokens: int = 0
 
 
 def check_classes(names: Sequence[str], what: str = "--classes") -> list[str]:
@@ -134,6 +154,7 @@ class HostileWorld(World):
     def __init__(self, pool: Pool, *, classes: Sequence[str] | Mapping[str, float] = ("ok",),
                  schedule: Schedule = None, trickle_interval_s: float = 0.2, oversized_bytes: int = 64 << 20,
                  retry_after_huge_s: float = 100000.0, catastrophic_len: int = 34, gateway_delay_s: float = 0.05,
+                 bomb_bytes: int = 1 << 30, extra_choices: int = 4, deep_json_depth: int = 30000,
                  **world_kwargs: Any) -> None:
         super().__init__(pool, **world_kwargs)
         weights = dict(classes) if isinstance(classes, Mapping) else dict(Counter(classes))
@@ -151,6 +172,12 @@ class HostileWorld(World):
         self.catastrophic_len = int(catastrophic_len)
         #: wall seconds a gateway class takes before it answers (its timeout, or its retries' backoff)
         self.gateway_delay_s = float(gateway_delay_s)
+        self.bomb_bytes = int(bomb_bytes)
+        self.extra_choices = int(extra_choices)
+        self.deep_json_depth = int(deep_json_depth)
+        listed = [c for c, _ in self.classes] + (list(schedule) if isinstance(schedule, list) else [])
+        if "gzip_bomb" in listed:  # built now (seconds for 1 GiB), not on the event loop it shares with its clients
+            gzip_bomb(self.bomb_bytes)
         self.seen: list[Seen] = []
         #: output tokens billed per (DAG, trial)
         self.bill: Counter = Counter()
@@ -166,6 +193,11 @@ class HostileWorld(World):
             return float(self.bill[(dag, trial)])
         return sum(s.billed_tokens * prices.get(s.model or "", 0.0) / 1e6 for s in self.seen
                    if s.dag == dag and s.trial == trial)
+
+    def excess_of(self, dag: int, trial: int, prices: Mapping[str, float] | None = None) -> float:
+        """Of :meth:`bill_of`, what run (dag, trial) did not ask for (choices beyond n = 1), tokens or dollars."""
+        return sum(s.excess_tokens * (1.0 if prices is None else prices.get(s.model or "", 0.0) / 1e6)
+                   for s in self.seen if s.dag == dag and s.trial == trial)
 
     def record_dict(self) -> dict[str, Any]:
         """The requests seen and the bill, as JSON-ready data (``--record``)."""
@@ -222,6 +254,8 @@ class HostileWorld(World):
         if cls in GATEWAY_CLASSES:
             return await self._gateway(cls, call)
         billed, _ = FAULT_CLASSES[cls]
+        if cls in TRUST_FAULTS:
+            return await self._trust_fault(cls, call, headers)
         if not billed:
             reply = self._refusal(cls, call)
             self._see(call, cls, 0, reply.status)
@@ -325,6 +359,75 @@ class HostileWorld(World):
         if cls == "oversized":
             return Reply(send=_oversized(call, self.oversized_bytes))
         raise AssertionError(cls)
+
+
+    # -- the faults of trust (TRUST_FAULTS) ------------------------------------------------------
+
+    async def _trust_fault(self, cls: str, call: Call, headers: Mapping[str, str]) -> Reply:
+        """One of :data:`TRUST_FAULTS`: refused (echoing the request's secrets) or produced, billed and mangled."""
+        auth = headers.get("authorization", "")
+        if cls == "key_echo_401":
+            self._see(call, cls, 0, 401)
+            return Reply(401, {"x-echo-authorization": auth}, body=error_body(
+                f"Incorrect API key provided: {auth}. You can find your API key at your account page.",
+                "invalid_request_error", "invalid_api_key"))
+        if cls == "key_echo_500":
+            self._see(call, cls, 0, 500)
+            first = sorted(headers, key=lambda k: (k != "authorization", not k.startswith("x-") or
+                                                   k.startswith("x-mcpp-"), k))  # the secrets first
+            echo = ", ".join(f"{k}={headers[k]}" for k in first)
+            return Reply(500, {"x-echo-authorization": auth}, body=error_body(
+                f"upstream failed for the request with headers {echo}", "server_error", "500"))
+        call.stream = False
+        if cls == "many_choices":
+            call.n = 1 + self.extra_choices
+        got = await self.produce(call)
+        self._see(call, cls, got.completion_tokens, 200)
+        self.seen[-1].excess_tokens = int(sum(got.tokens[1:]))
+        self.stats.answered += 1
+        payload = self.completion(call, got)
+        if cls == "double_answer":
+            return Reply(send=_twice(orjson.dumps(payload)))
+        if cls == "gzip_bomb":
+            return Reply(200, {"content-encoding": "gzip, gzip"}, body=gzip_bomb(self.bomb_bytes))
+        if cls == "unknown_encoding":
+            return Reply(200, {"content-encoding": "compress"}, body=orjson.dumps(payload))
+        if cls == "many_choices":
+            return Reply(200, {}, body=orjson.dumps(payload))
+        if cls == "duplicate_usage":
+            u = payload.pop("usage")
+            body = orjson.dumps(payload)[:-1] + (
+                f',"usage":{{"prompt_tokens":{u["prompt_tokens"]},"completion_tokens":{u["completion_tokens"]},'
+                f'"completion_tokens":1,"total_tokens":{u["prompt_tokens"] + 1}}}}}').encode()
+            return Reply(200, {}, body=body)
+        if cls == "deep_json":
+            return Reply(200, {}, body=b"[" * self.deep_json_depth + b"]" * self.deep_json_depth)
+        raise AssertionError(cls)
+
+
+@functools.lru_cache(maxsize=2)
+def gzip_bomb(size: int) -> bytes:
+    """The gzip of the gzip of ``size`` zero bytes (1 GiB: 1,827 bytes; built once per size, seconds for 1 GiB)."""
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31, 9, zlib.Z_RLE)
+    zeros = bytes(min(size, 1 << 20))
+    parts, left = [], size
+    while left > 0:
+        parts.append(inner.compress(zeros[:left]))
+        left -= len(zeros)
+    parts.append(inner.flush())
+    outer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return outer.compress(b"".join(parts)) + outer.flush()
+
+
+def _twice(body: bytes):
+    """A complete answer, then the same bytes again in the same write: the copy waits on the kept-alive connection."""
+    async def send(conn: h11.Connection, writer: asyncio.StreamWriter) -> bool:
+        one = (_head(conn, [("content-length", str(len(body)))]) + conn.send(h11.Data(data=body))
+               + conn.send(h11.EndOfMessage()))
+        writer.write(one + one)
+        await writer.drain()
+        return conn.our_state is not h11.MUST_CLOSE and conn.their_state is not h11.MUST_CLOSE
+    return send
 
 
 def lie(payload: dict[str, Any], how: str) -> dict[str, Any]:
@@ -437,14 +540,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dag", type=int, default=0)
     ap.add_argument("--trickle-interval", type=cliargs.number(0), default=0.2, help="seconds between bytes of a trickle")
     ap.add_argument("--oversized-mb", type=cliargs.number(0, lo_inclusive=False), default=64.0, help="MiB an oversized body streams before closing")
+    ap.add_argument("--bomb-mb", type=cliargs.number(0, lo_inclusive=False), default=1024.0,
+                    help="MiB of zeros a gzip_bomb decodes to (built once before listening: seconds for 1024)")
     ap.add_argument("--write-endpoints", type=cliargs.output_path(), default=None, help="write an endpoints file pointing at this world")
     ap.add_argument("--record", type=cliargs.output_path(), default=None, help="write the requests seen and the bill (JSON) when stopping")
     ap.add_argument("--max-seconds", type=cliargs.number(0, lo_inclusive=False), default=3600.0, help="stop after this many wall seconds")
     args = ap.parse_args(argv)
     if not (args.time_scale > 0) or not (args.max_seconds > 0) or not (0 <= args.port < 65536):
         raise ConfigError("--time-scale and --max-seconds must be > 0 and --port in 0..65535")
-    if not (args.trickle_interval >= 0) or not (args.oversized_mb > 0):
-        raise ConfigError("--trickle-interval must be >= 0 and --oversized-mb > 0")
+    if not (args.trickle_interval >= 0) or not (args.oversized_mb > 0) or not (args.bomb_mb > 0):
+        raise ConfigError("--trickle-interval must be >= 0, --oversized-mb and --bomb-mb > 0")
     seed = check_seed(args.seed, "--seed", "flag")
     classes = _weights(args.classes)
     schedule = check_classes(args.schedule.split(","), "--schedule") if args.schedule else None
@@ -456,6 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def serve() -> None:
         world = HostileWorld(pool, classes=classes, schedule=schedule, trickle_interval_s=args.trickle_interval,
                              oversized_bytes=int(args.oversized_mb * (1 << 20)), seed=seed,
+                             bomb_bytes=int(args.bomb_mb * (1 << 20)),
                              clock=Clock(args.time_scale), usage=args.usage, tasks=tasks)
         mix = ",".join(f"{c}:{w:g}" for c, w in classes.items())
         await serve_until_stopped(world, args.port, args.write_endpoints, args.max_seconds, lambda port: (

@@ -6,7 +6,10 @@ reservation afterwards is one of three things, decided by
 :func:`billing_of` (the one place of that rule):
 
 * **settled**: the answer was fully received; the charge is its reported
-  usage (never more than the reservation) and the rest is freed;
+  usage and the rest is freed. A trusted usage report above the reservation
+  (a server that answered more than it was asked: choices beyond ``n = 1``)
+  is spent as reported (``settle(..., beyond=True)``), and the excess is
+  kept apart as ``over``: the server's doing, not a launch the run made;
 * **possibly billed** (*unbilled*): the request reached the server and its
   answer was not fully received (a timeout, a body cut or refused, a
   cancellation mid-request): the provider may bill it, so the whole
@@ -16,7 +19,9 @@ reservation afterwards is one of three things, decided by
   with a complete error answer (4xx, 5xx, 429), which providers do not bill.
 
 The invariant, checked after every change: every amount is finite and >= 0,
-and ``spent + reserved + unbilled <= budget``.
+and ``spent - over + reserved + unbilled <= budget``: what the run launched
+fits in the budget; ``over`` is what servers billed beyond what they were
+asked (the run ends when it leaves nothing).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class Ledger:
     spent: float = 0.0
     reserved: float = 0.0
     unbilled: float = 0.0
+    #: spent beyond reservations: trusted usage reports above what the request could cost (a server's excess)
+    over: float = 0.0
     #: cost committed per key (held + settled + possibly billed): a node's share of the static caps
     committed: dict[int, float] = field(default_factory=dict)
     _held: int = 0
@@ -81,12 +88,14 @@ class Ledger:
         self._check()
         return r
 
-    def settle(self, r: Reservation, charge: float) -> float:
-        """An answer fully received: the reservation becomes its charge (capped at the reservation)."""
+    def settle(self, r: Reservation, charge: float, *, beyond: bool = False) -> float:
+        """An answer fully received: the reservation becomes its charge (capped at the reservation, unless
+        ``beyond``: a trusted report above it is spent as reported, the excess counted in ``over``)."""
         self._leave(r, SETTLED)
-        c = min(_amount(charge, "charge"), r.amount)
+        c = _amount(charge, "charge") if beyond else min(_amount(charge, "charge"), r.amount)
         r.charge = c
         self.spent += c
+        self.over += max(0.0, c - r.amount)
         self.committed[r.key] -= r.amount - c
         self._check()
         return c
@@ -120,9 +129,13 @@ class Ledger:
                 raise LedgerError(f"{name} = {x!r}")
             if x < 0:
                 setattr(self, name, 0.0)
-        if self.spent + self.reserved + self.unbilled > self.budget + tol:
-            raise LedgerError(f"spent {self.spent!r} + reserved {self.reserved!r} + unbilled {self.unbilled!r} "
-                              f"> budget {self.budget!r}")
+        if self.spent - self.over + self.reserved + self.unbilled > self.budget + tol:
+            raise LedgerError(f"spent {self.spent!r} - over {self.over!r} + reserved {self.reserved!r} + unbilled "
+                              f"{self.unbilled!r} > budget {self.budget!r}")
+
+    def exhausted(self) -> bool:
+        """A server's excess left no budget: spent + reserved + unbilled reached it."""
+        return self.over > 0 and self.spent + self.reserved + self.unbilled >= self.budget * (1 - EPS)
 
 
 def _amount(x: float, what: str) -> float:

@@ -28,10 +28,12 @@ it will meet:
   one passes, a departure from the rules).
 * **Budget, hard.** One :class:`~executor.ledger.Ledger` per run. Each
   request reserves its worst case before it is sent and is settled on the
-  reported usage (without a usable usage report: at its reservation),
-  never above its reservation. A request that reached the server without a
-  whole answer keeps its reservation as *unbilled* and is never re-sent on
-  it, so spent + unbilled <= budget always.
+  reported usage (without a usable usage report: at its reservation); a
+  trusted report above the reservation (a server that answered more than
+  asked) is spent as reported, counted apart (``over_reservation``), and
+  ends the run when it leaves no budget. A request that reached the server
+  without a whole answer keeps its reservation as *unbilled* and is never
+  re-sent on it, so spent + unbilled - over_reservation <= budget always.
 * **Deadline, hard.** Every try's timeout is at most the time left and
   bounds the whole try; planner calls and verdicts are raced against the
   deadline (:mod:`executor.offload`, :mod:`executor.verifiers`); at the
@@ -161,6 +163,8 @@ class RunResult:
     overhead_ms: list[float] = field(default_factory=list)
     #: per planner call: (model time, ready node ids, {node id: [model, count]}) (``agree`` finds where twins part)
     decisions: list[tuple] = field(default_factory=list)
+    #: spent beyond the reservations (servers that billed more than they were asked; in ``spent``)
+    over_reservation: float = 0.0
 
 
 def run_identity(wf: Workflow) -> dict[str, Any]:
@@ -467,12 +471,13 @@ class LiveRun:
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
                         self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
-                        self.overhead_ms, self.decision_log)
+                        self.overhead_ms, self.decision_log, self.ledger_.over)
         starved.close()
         slip = None if self.clock.pausable else starvation.explain_slip(
             res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
+                         over_reservation=self.ledger_.over,
                          reserved=self.reserved, budget=self.budget, termination=reason, message=message,
                          nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
                          **starved.fields(), **({} if slip is None else {"slip": slip}))
@@ -869,17 +874,24 @@ class LiveRun:
                     out.error = r.detail
                 self.note_try(model_id, r, out)
                 if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
-                    full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if r.usage_source == "usage"
+                    trusted = r.usage_source == "usage"
+                    full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted
                             else s.res.amount)
-                    charged = self.ledger_.settle(s.res, full)
+                    # a trusted report above the reservation is spent as reported (the server billed it)
+                    charged = self.ledger_.settle(s.res, full, beyond=trusted)
                     out.charge += charged
                     s.counted += charged - s.res.amount
                     if full > s.res.amount:
                         out.faults["over_reservation"] += 1
                     s.res = None
+                    if self.ledger_.exhausted():
+                        self.halt(_Ended("budget_exhausted", f"a server billed {self.ledger_.over:.6g} beyond its "
+                                                             f"requests' reservations, which left no budget"))
                 elif r.billing == UNBILLED:
                     self.ledger_.mark_possibly_billed(s.res)
                     s.res = None
+                for note in r.notes:
+                    out.faults[note] += 1
                 if r.bad_text:
                     out.faults["bad_text"] += 1
                 if r.kind in ("ok", "truncated"):

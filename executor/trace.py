@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from executor.redact import needs_redaction, redact, redact_all
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import dumps_compact_strict, naming
 from simulator.base.jsonl_log import read_json_lines
@@ -104,16 +105,23 @@ class Trace:
             self._fh = open(self.path, "w", encoding="utf-8")
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event; a line written to the file has every string redacted (:func:`executor.redact.redact_all`:
+        the last net under the promise that no configured secret reaches an output; the server's words are redacted
+        where they enter, :func:`executor.client.said`, so the in-memory events of a file-less trace are too)."""
         rec = {"event": event, **fields}
-        self.events.append(rec)
         if self._fh is not None:
+            line = dumps_compact_strict(rec)
+            if needs_redaction(line):  # rare: the common path is one substring test of the line
+                rec = {"event": event, **redact_all(fields)}
+                line = dumps_compact_strict(rec)
             with naming(self.path):  # disk full: one line naming the trace (exit 3)
-                self._fh.write(dumps_compact_strict(rec) + "\n")
+                self._fh.write(line + "\n")
                 self._fh.flush()
                 if self._fsync == "inline":
                     os.fsync(self._fh.fileno())
                 else:
                     _SYNCER.mark(self._fh)
+        self.events.append(rec)
         return rec
 
     def close(self, wait: bool = True) -> None:
@@ -177,7 +185,8 @@ def summarize(events: list[dict[str, Any]], torn: bool = False) -> dict[str, Any
     }
     out["models_down"] = {e["model"]: e.get("message") for e in events if e["event"] == "endpoint"}
     if end is not None:
-        for k in ("success", "on_time", "makespan_s", "spent", "unbilled", "termination", "message"):
+        for k in ("success", "on_time", "makespan_s", "spent", "unbilled", "over_reservation", "termination",
+                  "message"):
             out[k] = end.get(k)
         if end.get("slip"):  # the wall time passed the deadline by more than 0.5 s: why, in words
             out["deadline_slip"] = end["slip"].get("why")
@@ -204,18 +213,18 @@ def format_summary(s: dict[str, Any]) -> str:
         "deadline_s": lambda v: f"{v:.4g} model seconds",
         "last_event_s": lambda v: f"{v:.2f} model seconds",
         "planner_ms": lambda v: f"{v:.0f} ms of wall-clock planning",
-        **{k: (lambda v: f"{v:.10g} {unit}") for k in ("spent", "unbilled", "reserved_at_cut", "may_have_been_billed",
-                                                         "budget")},
+        **{k: (lambda v: f"{v:.10g} {unit}") for k in ("spent", "unbilled", "over_reservation", "reserved_at_cut",
+                                                         "may_have_been_billed", "budget")},
     }
-    keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "reserved_at_cut",
-            "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests", "retries", "faults",
-            "request_status", "models_down", "nodes_completed", "n_nodes", "trace_complete", "events", "message",
-            "deadline_slip")
+    keys = ("method", "termination", "success", "on_time", "makespan_s", "spent", "unbilled", "over_reservation",
+            "reserved_at_cut", "may_have_been_billed", "budget", "deadline_s", "plans", "planner_ms", "requests",
+            "retries", "faults", "request_status", "models_down", "nodes_completed", "n_nodes", "trace_complete",
+            "events", "message", "deadline_slip")
     lines = []
     for k in keys:
         v = s.get(k)
-        if v is None or v == "" or v == {}:
+        if v is None or v == "" or v == {} or (k == "over_reservation" and not v):
             continue
         text = shown[k](v) if k in shown and isinstance(v, (int, float, str)) and not isinstance(v, bool) else v
         lines.append(f"{k:21s} {text}")
-    return "\n".join(lines)
+    return redact("\n".join(lines))

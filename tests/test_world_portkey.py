@@ -5,8 +5,10 @@ config: the upstream as ``provider: openai`` with a ``custom_host``, its
 ``request_timeout`` in ms, ``retry`` with ``attempts`` and
 ``on_status_codes``, fallback ``targets``, ``forward_headers``). It drops
 the body's ``mcpp`` object and unknown headers unless ``forward_headers``
-names them, so the config forwards the ``X-MCPP-*`` keys. The runs' HTTP
-client sends the header (until endpoints carry headers of their own).
+names them, so the config forwards the ``X-MCPP-*`` keys. Each endpoint
+sends the header from its ``headers`` table, the config read from the
+environment as a user would keep it (``x-portkey-config = { env =
+"MCPP_PORTKEY_CONFIG" }``: a config may hold a provider's key).
 
 Covered, each a failure seen before: Portkey's ``request_timeout`` (800 ms)
 against an upstream that takes 1.2 s answers 408 after the upstream billed:
@@ -20,6 +22,7 @@ node or the gateway is not installed (``.ci/run`` installs it).
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import replace
 
 import httpx
@@ -76,15 +79,27 @@ def _through(world: WorldThread, gateway: PortkeyGateway, timeout_s: float = 30.
 
 
 def _run(wf, endpoints, method, budget, deadline_wall_s, config, *, params=None, trial=0, options=None):
+    endpoints = {m: replace(e, headers=(("x-portkey-config", "", "MCPP_PORTKEY_CONFIG"),))
+                 for m, e in endpoints.items()}
+
     async def go():
         tr = Trace(None)
-        async with httpx.AsyncClient(limits=HTTP_LIMITS, trust_env=False, headers=portkey_headers(config)) as http:
+        async with httpx.AsyncClient(limits=HTTP_LIMITS, trust_env=False) as http:
             run = open_run(wf, endpoints, method, RunSpec(budget=budget, deadline=deadline_wall_s / SCALE,
                                                           trial=trial),
                            http=http, clock=Clock(SCALE), trace=tr, params=params,
                            options=options or Options(backoff_base_s=0.05))
             return await run.run(), tr.events
-    return asyncio.run(go())
+
+    before = os.environ.get("MCPP_PORTKEY_CONFIG")
+    os.environ["MCPP_PORTKEY_CONFIG"] = portkey_headers(config)["x-portkey-config"]
+    try:
+        return asyncio.run(go())
+    finally:
+        if before is None:
+            del os.environ["MCPP_PORTKEY_CONFIG"]
+        else:
+            os.environ["MCPP_PORTKEY_CONFIG"] = before
 
 
 def _faults(ev):
