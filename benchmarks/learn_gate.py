@@ -48,6 +48,7 @@ from executor.tasks import load_tasks
 from executor.workflow import check_workflow, pool_workflow_doc
 from executor.world import World
 from poolbuild.from_traces import Graph, Obs, build_line, collect, trace_files
+from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
 from simulator.pools.pool import pool_from_objects
 
@@ -327,11 +328,11 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.learn_gate", description=__doc__.splitlines()[0])
+    ap = cliargs.ArgumentParser(prog="python -m benchmarks.learn_gate", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--per-pair", type=int, default=30)
     ap.add_argument("--perturbed-seeds", type=int, default=10)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results_learn_gate.json"))
+    ap.add_argument("--out", type=cliargs.output_path(), default=str(ROOT / "benchmarks" / "results_learn_gate.json"))
     ap.add_argument("--end-to-end", action="store_true",
                     help="only MCPP's on-time rate from a learned pool vs the world's (bootstrap over runs)")
     ap.add_argument("--boot", type=int, default=10)

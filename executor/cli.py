@@ -167,7 +167,7 @@ def cmd_summary(argv: Sequence[str]) -> int:
     ap = cliargs.ArgumentParser(prog="python -m executor summary", description="Summarize a (cut-off) trace.")
     ap.add_argument("trace", type=cliargs.input_path())
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--pool", default=None, help="test for drift against this pool (default: the run's own pool)")
+    ap.add_argument("--pool", type=cliargs.input_path(), default=None, help="test for drift against this pool (default: the run's own pool)")
     ap.add_argument("--dag", type=int, default=0, help="row of --pool")
     args = ap.parse_args(argv)
     events, torn = read_trace(args.trace)

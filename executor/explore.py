@@ -29,7 +29,6 @@ workflow or cost mode is refused (one line, exit 2).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import re
@@ -49,6 +48,7 @@ from executor.live import Options, RunSpec, Workflow, open_run
 from executor.trace import Trace, read_trace, summarize
 from executor.workflow import WorkflowFile, load_workflow
 from poolbuild.from_traces import collect
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json
 from simulator.base.outputs import check_output_path
@@ -251,18 +251,18 @@ def _as_explorer(run, policy: ExplorePolicy) -> None:
 
 
 def cmd_explore(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m executor explore",
+    ap = cliargs.ArgumentParser(prog="python -m executor explore",
                                  description="Sample every (node, model) pair of a workflow within a hard budget.")
-    ap.add_argument("--workflow", required=True, metavar="W", help="workflow file (JSON, docs/workflows.md)")
-    ap.add_argument("--endpoints", required=True, metavar="E", help="endpoints file (TOML): the models to explore")
+    ap.add_argument("--workflow", type=cliargs.input_path(), required=True, metavar="W", help="workflow file (JSON, docs/workflows.md)")
+    ap.add_argument("--endpoints", type=cliargs.input_path(), required=True, metavar="E", help="endpoints file (TOML): the models to explore")
     ap.add_argument("--budget", required=True, metavar="B",
                     help="hard cap on the whole exploration's bill (cost unit), earlier runs in DIR included")
-    ap.add_argument("--trace-dir", required=True, metavar="DIR", help="folder of the runs' traces (resumable)")
+    ap.add_argument("--trace-dir", type=cliargs.output_path("dir"), required=True, metavar="DIR", help="folder of the runs' traces (resumable)")
     ap.add_argument("--per-pair", type=int, default=DEFAULT_PER_PAIR, metavar="N",
                     help=f"observations to reach per (node, model) (default {DEFAULT_PER_PAIR})")
     ap.add_argument("--deadline", default=None, metavar="D",
                     help=f"wall seconds per run (default {DEFAULT_RUN_DEADLINE_S:g})")
-    ap.add_argument("--time-scale", type=float, default=1.0, help="wall seconds per model second")
+    ap.add_argument("--time-scale", type=cliargs.number(0, lo_inclusive=False), default=1.0, help="wall seconds per model second")
     ap.add_argument("--cost-mode", default="token", help="token (output tokens) or money (dollars from the prices)")
     ap.add_argument("--concurrency", type=int, default=1, help="runs at once (each with its share of the budget)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the tie-breaking draws")

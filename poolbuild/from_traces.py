@@ -40,7 +40,6 @@ observation nor a prior.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -54,6 +53,7 @@ import numpy as np
 
 from poolbuild.censored import donor, km_jumps
 from poolbuild.workflow_file import check_topology, read_workflow_doc
+from simulator.base import cliargs
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.jsonl_log import read_json_lines
 from simulator.base.outputs import check_output_path
@@ -409,16 +409,16 @@ def summary_lines(line: Mapping[str, Any]) -> list[str]:
 
 @cli_entry
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m poolbuild.from_traces",
+    ap = cliargs.ArgumentParser(prog="python -m poolbuild.from_traces",
                                  description="Learn a pool line of a workflow from executor traces.")
-    ap.add_argument("traces", nargs="+", metavar="TRACES_OR_DIRS", help="trace files or folders of *.jsonl traces")
-    ap.add_argument("--workflow", required=True, metavar="W", help="the workflow file the traces ran")
-    ap.add_argument("--prior", default=None, metavar="P", help="a pool whose line --prior-dag is the prior")
+    ap.add_argument("traces", type=cliargs.input_path("any"), nargs="+", metavar="TRACES_OR_DIRS", help="trace files or folders of *.jsonl traces")
+    ap.add_argument("--workflow", type=cliargs.input_path(), required=True, metavar="W", help="the workflow file the traces ran")
+    ap.add_argument("--prior", type=cliargs.input_path(), default=None, metavar="P", help="a pool whose line --prior-dag is the prior")
     ap.add_argument("--prior-dag", type=int, default=0, help="row of the prior's DAG (0-based)")
-    ap.add_argument("--prior-strength", type=float, default=DEFAULT_STRENGTH,
+    ap.add_argument("--prior-strength", type=cliargs.number(0), default=DEFAULT_STRENGTH,
                     help="observations the prior counts as, per observed (node, model) (default 8)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the keyed imputation draws")
-    ap.add_argument("--out", required=True, metavar="L", help="the learned pool (JSONL, one line)")
+    ap.add_argument("--out", type=cliargs.output_path(), required=True, metavar="L", help="the learned pool (JSONL, one line)")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     ap.add_argument("--quiet", action="store_true", help="no table")
     args = ap.parse_args(argv)

@@ -99,7 +99,7 @@ def _entry(module: str):
         if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
             for call in ast.walk(node):
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and \
-                        call.func.id.startswith("main") and hasattr(mod, call.func.id):
+                        call.func.id.startswith(("main", "cmd_")) and hasattr(mod, call.func.id):
                     return getattr(mod, call.func.id)
     return mod.main
 
