@@ -86,7 +86,7 @@ def python_references(tree: ast.Module, names: set[str]) -> list[tuple[int, str]
 def test_the_kernels_that_matter_are_compiled_only():
     names = compiled_only_names(_sources())
     # the engine's inner loop and MCPP's rollout: the bulk of a cold start's compile
-    assert {"launch_per_attempt_arrays", "advance_arrays", "_run_episode", "_run_pair", "charge_of_draw"} <= names
+    assert {"launch_per_attempt_arrays", "advance_arrays", "_run_episode", "run_pair", "charge_of_draw"} <= names
 
 
 def test_no_python_code_refers_to_a_compiled_only_kernel():

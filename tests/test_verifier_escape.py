@@ -69,8 +69,13 @@ def _settled(token: str, limit_s: float = 3.0) -> list[int]:
     return alive
 
 
+#: the verify command is a user's command run with the executor's minimal PATH (/usr/bin:/bin), as the issue's
+#: ``python3 -c "exec(stdin)"`` was: the system's python3, not the interpreter running the tests
+VERIFIER_PYTHON = "python3"
+
+
 def _argv(token: str) -> list[str]:
-    return ["python3", "-c", "import sys; exec(sys.stdin.read())", token]
+    return [VERIFIER_PYTHON, "-c", "import sys; exec(sys.stdin.read())", token]
 
 
 def _spawned(token: str) -> bool:

@@ -21,7 +21,7 @@ Everything here works on flat arrays: the DAG's
 (:class:`PlanBounds`) and the decision's state (:class:`DecisionState`), all
 three NamedTuples of arrays and scalars built outside the hot loop.
 :func:`run_pairs` spreads (candidate, member) pairs over threads
-(:mod:`simulator.base.threads`); :func:`_run_pair` unpacks the tuples once and runs the
+(:mod:`simulator.base.threads`); :func:`run_pair` unpacks the tuples once and runs the
 simulations of one pair.
 """
 
@@ -377,7 +377,7 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
 
 @njit(cache=True, nogil=True)
 def pair_scratch(n, K=0):
-    """:func:`_run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
+    """:func:`run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
     return (np.empty((9, max(n, K)), dtype=np.int64), np.empty((2, n), dtype=np.float64),
             np.empty((3, n), dtype=np.bool_))  # fmt: skip
 
@@ -433,7 +433,7 @@ def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
 
 
 @compiled_only
-def _run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h,
+def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h,
               cell_b, cell_h, cell_best, work_i, work_f, work_b):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
@@ -843,7 +843,7 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
     best = -1
     prune_best = beat_best and dec.prune
     for i in range(pair_cand.shape[0]):
-        w = _run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, best + 1 if prune_best else 0,
+        w = run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, best + 1 if prune_best else 0,
                       dec.budget, dec.horizon, none, no_stair, none, none, no_cells, work_i, work_f, work_b)
         out_wins[i] = w
         if w > best:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.base.jit import njit
-from simulator.mcpp.kernel import _run_pair, first_at_least, pair_scratch
+from simulator.mcpp.kernel import first_at_least, pair_scratch, run_pair
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 #: relative band around a simulation's cost (finishing time) inside which a cell is re-simulated exactly
@@ -128,7 +128,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             break  # every cell has a pair with M successes: no later pair can beat it
         cost[:] = np.inf
         fin[:] = np.inf
-        w = _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
+        w = run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
                       stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
         if w <= lowest:
             continue  # beats no cell (-1: stopped early)
@@ -169,7 +169,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                 for s in range(M):
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
                         continue  # failed, certainly too tight, or certainly counted by the table
-                    c += _run_pair(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i], hvals[j],
+                    c += run_pair(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i], hvals[j],
                                    none, no_stair, none, none, no_cells, work_i, work_f, work_b)
             if c > best_w[k]:
                 best_w[k] = c
