@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -41,9 +42,14 @@ def seed_of(path: Path) -> int:
     return int(path.stem.removeprefix("results_agree_cells").removeprefix("_seed") or 0)
 
 
-def summary(paths: list[Path]) -> str:
-    """The z-scores of every replication, per method and per seed, against a standard normal's."""
+def summary(paths: list[Path], twins: Path | None = None) -> str:
+    """The z-scores of every replication, per method and per seed, against a standard normal's.
+
+    With ``twins`` (a folder of :func:`twin_cells`), also how many live cells equal their simulated twin's
+    (on-time rate and mean spend, to 1e-9).
+    """
     by_method: dict[str, list[tuple[str, float]]] = {}
+    rep_means: dict[str, list[float]] = {}  # per method: each replication's mean on-time z
     lines = ["| seed | cells | within 2 SE |", "|---|---|---|"]
     every_cell = {"all methods": [0, 0], "the baselines": [0, 0]}  # [replications with every cell in, replications]
     for path in paths:
@@ -55,11 +61,15 @@ def summary(paths: list[Path]) -> str:
             if group:
                 every_cell[name][0] += all(c["pass"] for c in group)
                 every_cell[name][1] += 1
+        rep: dict[str, list[float]] = {}
         for c in cells:
             degenerate = c["live"] == c["sim"] and c["live"] in (0.0, 1.0)  # both rates 0 or 1: no spread to compare
             if not degenerate:
                 by_method.setdefault(c["method"], []).append(("on time", c["z_on_time"]))
+                rep.setdefault(c["method"], []).append(c["z_on_time"])
             by_method.setdefault(c["method"], []).append(("spend", c["z_spend"]))
+        for method, zs in rep.items():
+            rep_means.setdefault(method, []).append(float(np.mean(zs)))
     lines += ["", "| method | measure | comparisons | beyond 2 SE | mean z | sd of z |", "|---|---|---|---|---|---|"]
     for method, zs in by_method.items():
         for measure in ("on time", "spend"):
@@ -68,12 +78,40 @@ def summary(paths: list[Path]) -> str:
                 continue
             lines.append(f"| {method} | {measure} | {len(z)} | {int((np.abs(z) > 2).sum())} ({(np.abs(z) > 2).mean():.1%}) "
                          f"| {z.mean():+.2f} | {f'{z.std(ddof=1):.2f}' if len(z) > 1 else '-'} |")  # fmt: skip
+    # the cells of one replication share their seeds (their luck), so the mean's SE is the spread between replications
+    lines += ["", "| method | replications | mean on-time z | SE over replications |", "|---|---|---|---|"]
+    for method, means in rep_means.items():
+        se = f"{np.std(means, ddof=1) / np.sqrt(len(means)):.2f}" if len(means) > 1 else "-"
+        lines.append(f"| {method} | {len(means)} | {np.mean(means):+.2f} | {se} |")
+    if twins is not None:
+        lines.append("")
+        lines += twin_check(paths, twins)
     z_all = np.array([v for zs in by_method.values() for _, v in zs])
     lines.append(f"\nall: {int((np.abs(z_all) > 2).sum())} of {len(z_all)} comparisons beyond 2 SE "
                  f"({(np.abs(z_all) > 2).mean():.1%}; a standard normal: 4.6%)")  # fmt: skip
     for name, (n_in, n) in every_cell.items():
         lines.append(f"every cell of {name} within 2 SE: {n_in} of {n} replications")
     return "\n".join(lines)
+
+
+def twin_check(paths: list[Path], twins: Path) -> list[str]:
+    """Per method: how many live cells on disk equal their simulated twin's cell (same seed, budget, deadline)."""
+    same: dict[str, list[int]] = {}
+    for path in paths:
+        twin_path = twins / path.name
+        if not twin_path.exists():
+            continue
+        twin = {(c["method"], c["budget_ratio"], c["deadline_ratio"]): c for c in json.loads(twin_path.read_text())["cells"]}
+        for c in json.loads(path.read_text())["cells"]:
+            t = twin.get((c["method"], c["budget_ratio"], c["deadline_ratio"]))
+            if t is None:
+                continue
+            hit = abs(c["live"] - t["live"]) <= 1e-9 and abs(c["spend_live"] - t["spend_live"]) <= 1e-9
+            count = same.setdefault(c["method"], [0, 0])
+            count[0] += hit
+            count[1] += 1
+    return [f"{method}: {k} of {n} live cells equal their simulated twin's (on-time rate and mean spend)"
+            for method, (k, n) in same.items()] or ["no live cell has a simulated twin on disk"]
 
 
 def spread(method: str, budget_ratio: float, deadline_ratio: float, seeds: int, runs: int, dag: int) -> str:
@@ -98,9 +136,53 @@ def spread(method: str, budget_ratio: float, deadline_ratio: float, seeds: int, 
             f"{(spends[far, 0] - spends[:, 0].mean()) / spends[:, 1].mean():+.2f} SE from the mean of the seeds")  # fmt: skip
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes: a cell's cost, whatever the machine's load."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def twin_cells(args: argparse.Namespace) -> str:
+    """The replications with the simulation at seed s + 1 standing in for replication s's live side.
+
+    A live run of ``sequential`` or ``uniform`` (plans that draw nothing) against the world seeded s + 1 meets
+    the draws of the simulated trial keyed s + 1, so on the virtual clock it *is* that trial (paired runs are
+    identical trial for trial): replication s's live on-time rate and mean spend are the simulation's at seed
+    s + 1, which :func:`summary` ``twins=`` checks cell by cell against every live replication on disk. So the
+    baselines' z-scores of any number of replications cost one simulated side per seed. (MCPP's planner draws its
+    rollouts with the run's seed, not the world's, so its live side has no simulated twin: run it live.)
+    """
+    from executor.agree import compare, simulated_side
+    from executor.inputs import budget_and_deadline, load_dag, make_workflow
+
+    pool, row = load_dag(POOL, args.dag)
+    wf = make_workflow(pool, row, POOL, None, "", None, "token_cost_mean")
+    cells: dict[int, list[dict]] = {s: [] for s in range(args.seeds)}
+    for method in args.methods:
+        for b in BUDGETS:
+            for d in DEADLINES:
+                ratios = argparse.Namespace(budget=None, budget_ratio=float(b), deadline=None, deadline_ratio=float(d))
+                budget, deadline = budget_and_deadline(ratios, wf, 1.0)
+                sides = [simulated_side(wf, method, budget, deadline, args.runs, s, None) for s in range(args.seeds + 1)]
+                for s in range(args.seeds):
+                    r = compare(sides[s + 1], sides[s], 2.0)
+                    cells[s].append({"method": method, "budget_ratio": b, "deadline_ratio": d,
+                                     "live": r["on_time"]["live"], "sim": r["on_time"]["sim"],
+                                     "z_on_time": r["on_time"]["z_score"], "spend_live": r["spend"]["live"],
+                                     "spend_sim": r["spend"]["sim"], "z_spend": r["spend"]["z_score"],
+                                     "pass": r["pass"]})  # fmt: skip
+    out = Path(args.twin_out)
+    out.mkdir(parents=True, exist_ok=True)
+    for s, rows in cells.items():
+        name = "results_agree_cells.json" if s == 0 else f"results_agree_cells_seed{s}.json"
+        atomic_write_json(out / name, {"runs": args.runs, "dag": str(args.dag), "seed": s, "twin": True,
+                                       "cells": rows}, indent=1)  # fmt: skip
+    return f"{args.seeds} replications of {', '.join(args.methods)} with simulated twins written to {out}"
+
+
 def agree_cell(method: str, budget_ratio: str, deadline_ratio: str, args: argparse.Namespace) -> dict:
     """One ``executor agree`` cell in its own process: the row of the results table."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     out = subprocess.run([sys.executable, "-m", "executor", "agree", "--pool", POOL, "--dag", str(args.dag),
                           "--method", method, "--runs", str(args.runs), "--budget-ratio", budget_ratio,
                           "--deadline-ratio", deadline_ratio, "--z", "2", "--seed", str(args.seed), "--json"],
@@ -113,7 +195,8 @@ def agree_cell(method: str, budget_ratio: str, deadline_ratio: str, args: argpar
     return {"method": method, "budget_ratio": budget_ratio, "deadline_ratio": deadline_ratio,
             "live": r["on_time"]["live"], "sim": r["on_time"]["sim"], "z_on_time": r["on_time"]["z_score"],
             "spend_live": r["spend"]["live"], "spend_sim": r["spend"]["sim"], "z_spend": r["spend"]["z_score"],
-            "pass": r["pass"], "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+            "pass": r["pass"], "seconds": round(time.perf_counter() - t0, 1),
+            "cpu_s": round(_children_cpu() - cpu0, 1)}  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -128,7 +211,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", default="0", help="the simulated side's seed (the world's is seed + 1)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--out", type=cliargs.output_path(), default=None)
-    ap.add_argument("--results", type=cliargs.input_path("dir"), default=str(ROOT / "benchmarks"), help="where --summary finds the replications")
+    ap.add_argument("--twin-out", type=cliargs.output_path("dir"), default=None,
+                    help="write --seeds replications of --methods with simulated twins as live sides here, and exit")
+    ap.add_argument("--twins", type=cliargs.input_path("dir"), default=None,
+                    help="with --summary: check each live cell against its simulated twin in this folder")
+    ap.add_argument("--results", type=cliargs.input_path("dir"), default=None,
+                    help="where --summary finds the replications (default: benchmarks/)")
     args = ap.parse_args(argv)
     args.seeds = check_int(args.seeds, "--seeds", "flag", lo=2)
     args.runs = check_int(args.runs, "--runs", "flag", lo=2)
@@ -148,22 +236,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_cells(args: argparse.Namespace) -> list[dict]:
-    """Every cell of ``args.methods``, merged into the seed's results file (other methods' cells kept)."""
+    """Every cell of ``args.methods``, merged into the seed's results file (other methods' cells kept).
+
+    The file is rewritten (atomically) after every cell, so a replication stopped part way keeps the cells it
+    finished; a rerun of the same methods replaces them.
+    """
     out_name = "results_agree_cells.json" if args.seed == 0 else f"results_agree_cells_seed{args.seed}.json"
     out = Path(args.out or ROOT / "benchmarks" / out_name)
-    rows = []
+    kept: list[dict] = []
+    if out.exists():  # a replication run a method at a time: keep the other methods' cells of the same seed
+        old = json.loads(out.read_text())
+        if (old["runs"], int(old["dag"]), old.get("seed", 0)) == (args.runs, args.dag, args.seed):
+            kept = [c for c in old["cells"] if c["method"] not in args.methods]
+    rows: list[dict] = []
     for method in args.methods:
         for b in BUDGETS:
             for d in DEADLINES:
                 rows.append(agree_cell(method, b, d, args))
                 print(json.dumps(rows[-1]), flush=True)
-    if out.exists():  # a replication run a method at a time: keep the other methods' cells of the same seed
-        old = json.loads(out.read_text())
-        if (old["runs"], int(old["dag"]), old.get("seed", 0)) == (args.runs, args.dag, args.seed):
-            rows = [c for c in old["cells"] if c["method"] not in args.methods] + rows
-    rows.sort(key=lambda c: METHODS.index(c["method"]) if c["method"] in METHODS else len(METHODS))
-    atomic_write_json(out, {"runs": args.runs, "dag": str(args.dag), "seed": args.seed, "cells": rows}, indent=1)
-    return rows
+                cells = sorted(kept + rows, key=lambda c: METHODS.index(c["method"]) if c["method"] in METHODS
+                               else len(METHODS))  # fmt: skip
+                atomic_write_json(out, {"runs": args.runs, "dag": str(args.dag), "seed": args.seed, "cells": cells},
+                                  indent=1)  # fmt: skip
+    return sorted(kept + rows, key=lambda c: METHODS.index(c["method"]) if c["method"] in METHODS else len(METHODS))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,8 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.spread:
             print(spread(*args.spread, args.seeds, args.runs, args.dag))
             return 0
+        if args.twin_out:
+            print(twin_cells(args))
+            return 0
         if args.summary:
-            print(summary(sorted(Path(args.results).glob("results_agree_cells*.json"), key=seed_of)))
+            print(summary(sorted(Path(args.results or ROOT / "benchmarks").glob("results_agree_cells*.json"), key=seed_of),
+                          Path(args.twins) if args.twins else None))
             return 0
         rows = run_cells(args)
     except ConfigError as exc:

@@ -48,6 +48,24 @@ def test_summary_counts_by_hand(tmp_path):
     assert "every cell of the baselines within 2 SE: 2 of 3 replications" in text
 
 
+def test_replication_means_and_twins_by_hand(tmp_path):
+    """The mean on-time z per replication, its mean and SE over replications, and the twin check, by hand."""
+    seq = "sequential"
+    live, twins = tmp_path / "live", tmp_path / "twins"
+    live.mkdir()
+    twins.mkdir()
+    both_zero = {**_cell(seq, 0.0, 0.0, live=0.0, sim=0.0), "budget_ratio": "0.5"}  # no twin on disk: not counted
+    _write(live / "results_agree_cells.json", 0, [_cell(seq, 1.0, 0.0), both_zero])
+    _write(live / "results_agree_cells_seed1.json", 1, [_cell(seq, -2.0, 0.0, live=0.25)])
+    _write(twins / "results_agree_cells.json", 0, [_cell(seq, 1.0, 0.0)])  # equal to the live cell
+    _write(twins / "results_agree_cells_seed1.json", 1, [_cell(seq, -2.0, 0.0, live=0.2500001)])  # not equal
+    r = agree_cells("--summary", "--results", str(live), "--twins", str(twins))
+    assert r.returncode == 0, r.stderr
+    # replication means: seed 0 +1.0 (the both-zero cell left out), seed 1 -2.0: mean -0.5, SE 1.5
+    assert "| sequential | 2 | -0.50 | 1.50 |" in r.stdout
+    assert "sequential: 1 of 2 live cells equal their simulated twin's" in r.stdout
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--methods", "nope"], "unknown method(s) 'nope'"),
     (["--spread", "uniform", "x", "1"], "--spread BUDGET_RATIO (flag): expected a finite number > 0, got 'x'"),
