@@ -341,15 +341,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells", default="0.5:0.5,0.5:0.7,0.3:0.7",
                     help="--end-to-end's (budget ratio:deadline ratio) cells, comma-separated")
     ap.add_argument("--censoring-runs", type=int, default=200, help="runs of the naive vs Kaplan-Meier comparison")
+    ap.add_argument("--seed", type=cliargs.integer(0), default=0,
+                    help="--end-to-end's and --quote-check's exploration seed (a replication; files *_seed<S>.json)")
     args = ap.parse_args(argv)
+    suffix = "" if args.seed == 0 else f"_seed{args.seed}"
     if args.quote_check:
-        res = quote_check(per_pair=args.per_pair, boot=args.boot)
-        atomic_write_json(str(Path(args.out).with_name("results_learn_gate_quote.json")), res)
+        res = quote_check(seed=args.seed, per_pair=args.per_pair, boot=args.boot)
+        atomic_write_json(str(Path(args.out).with_name(f"results_learn_gate_quote{suffix}.json")), res)
         return 0
     if args.end_to_end:
         cells = tuple(tuple(float(x) for x in c.split(":")) for c in args.cells.split(","))
-        res = end_to_end(per_pair=args.per_pair, boot=args.boot, cells=cells)
-        atomic_write_json(str(Path(args.out).with_name("results_learn_gate_e2e.json")), res)
+        res = end_to_end(seed=args.seed, per_pair=args.per_pair, boot=args.boot, cells=cells)
+        atomic_write_json(str(Path(args.out).with_name(f"results_learn_gate_e2e{suffix}.json")), res)
         return 0
     null = []
     per_seed = []
