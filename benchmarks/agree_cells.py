@@ -142,42 +142,88 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def twin_cells(args: argparse.Namespace) -> str:
-    """The replications with the simulation at seed s + 1 standing in for replication s's live side.
+def twin_side(wf, method: str, budget: float, deadline: float, runs: int, seed: int, world_seed: int,
+              params: dict | None = None):
+    """The simulated twin of ``agree``'s live side: the planner keyed by ``seed`` (the live run's seed), every
+    attempt drawn with ``world_seed`` (the world's), under the live execution rules.
 
-    A live run of ``sequential`` or ``uniform`` (plans that draw nothing) against the world seeded s + 1 meets
-    the draws of the simulated trial keyed s + 1, so on the virtual clock it *is* that trial (paired runs are
-    identical trial for trial): replication s's live on-time rate and mean spend are the simulation's at seed
-    s + 1, which :func:`summary` ``twins=`` checks cell by cell against every live replication on disk. So the
-    baselines' z-scores of any number of replications cost one simulated side per seed. (MCPP's planner draws its
-    rollouts with the run's seed, not the world's, so its live side has no simulated twin: run it live.)
+    A live run on the virtual clock meets the world's draws at the model times its simulated twin does (paired
+    runs are identical trial for trial), so its on-time outcome and spend are the twin's. For ``sequential`` and
+    ``uniform`` (plans that draw nothing) the twin is the simulation at ``world_seed`` itself; MCPP draws its
+    rollouts with the run's seed, so its planner gets that seed back whatever seed the episode draws with.
+    """
+    import dataclasses
+    import math
+
+    from executor.agree import Side
+    from simulator.engine.episode import Policy, run_policy_episode
+    from simulator.engine.loop import REASONS
+    from simulator.engine.registry import HARD, LIVE, execution_of
+    from simulator.simulate import policy_for
+
+    ex = execution_of(method_spec(method), LIVE)
+    policy, rule = policy_for(method, params, None, wf.stats.model_ids, ex.launch)
+
+    class Keyed(Policy):  # the planner's own key: the run's seed, whatever seed the episode draws with
+        name, legacy_only = policy.name, policy.legacy_only
+
+        def model_positions(self, arr):
+            return policy.model_positions(arr)
+
+        def budget_caps(self, arr, b):
+            return policy.budget_caps(arr, b)
+
+        def reset(self, arr, _draw_seed, dag, trial):
+            policy.reset(arr, seed, dag, trial)
+
+        def act(self, view):
+            return policy.act(dataclasses.replace(view, seed=seed))
+
+    D = float(deadline) if ex.deadline == HARD else math.inf
+    res = [run_policy_episode(wf.arr, Keyed(), budget, D, world_seed, wf.dag_row, t, launch=rule) for t in range(runs)]
+    on_time = np.array([r.termination_reason == REASONS[0] and r.makespan <= deadline for r in res])
+    return Side(on_time, np.array([r.total_cost for r in res], dtype=float), [r.termination_reason for r in res])
+
+
+def twin_cells(args: argparse.Namespace) -> str:
+    """The replications with the simulated twin (:func:`twin_side`) standing in for replication s's live side.
+
+    Replication s runs the simulated side with seed s and the live side's twin with planner seed s and world
+    seed s + 1; :func:`summary` ``twins=`` checks every live cell on disk against its twin (on-time rate and mean
+    spend equal), and the twins give the z-scores of as many replications as CPU allows: a simulated side costs
+    a fraction of a live one (no HTTP), the baselines' (compiled) almost nothing.
     """
     from executor.agree import compare, simulated_side
     from executor.inputs import budget_and_deadline, load_dag, make_workflow
 
     pool, row = load_dag(POOL, args.dag)
     wf = make_workflow(pool, row, POOL, None, "", None, "token_cost_mean")
-    cells: dict[int, list[dict]] = {s: [] for s in range(args.seeds)}
-    for method in args.methods:
-        for b in BUDGETS:
-            for d in DEADLINES:
-                ratios = argparse.Namespace(budget=None, budget_ratio=float(b), deadline=None, deadline_ratio=float(d))
-                budget, deadline = budget_and_deadline(ratios, wf, 1.0)
-                sides = [simulated_side(wf, method, budget, deadline, args.runs, s, None) for s in range(args.seeds + 1)]
-                for s in range(args.seeds):
-                    r = compare(sides[s + 1], sides[s], 2.0)
-                    cells[s].append({"method": method, "budget_ratio": b, "deadline_ratio": d,
-                                     "live": r["on_time"]["live"], "sim": r["on_time"]["sim"],
-                                     "z_on_time": r["on_time"]["z_score"], "spend_live": r["spend"]["live"],
-                                     "spend_sim": r["spend"]["sim"], "z_spend": r["spend"]["z_score"],
-                                     "pass": r["pass"]})  # fmt: skip
     out = Path(args.twin_out)
     out.mkdir(parents=True, exist_ok=True)
-    for s, rows in cells.items():
-        name = "results_agree_cells.json" if s == 0 else f"results_agree_cells_seed{s}.json"
-        atomic_write_json(out / name, {"runs": args.runs, "dag": str(args.dag), "seed": s, "twin": True,
-                                       "cells": rows}, indent=1)  # fmt: skip
-    return f"{args.seeds} replications of {', '.join(args.methods)} with simulated twins written to {out}"
+    for s in range(args.seed, args.seed + args.seeds):
+        rows = []
+        for method in args.methods:
+            for b in BUDGETS:
+                for d in DEADLINES:
+                    ratios = argparse.Namespace(budget=None, budget_ratio=float(b), deadline=None,
+                                                deadline_ratio=float(d))  # fmt: skip
+                    budget, deadline = budget_and_deadline(ratios, wf, 1.0)
+                    sim = simulated_side(wf, method, budget, deadline, args.runs, s, None)
+                    r = compare(twin_side(wf, method, budget, deadline, args.runs, s, s + 1), sim, 2.0)
+                    rows.append({"method": method, "budget_ratio": b, "deadline_ratio": d,
+                                 "live": r["on_time"]["live"], "sim": r["on_time"]["sim"],
+                                 "z_on_time": r["on_time"]["z_score"], "spend_live": r["spend"]["live"],
+                                 "spend_sim": r["spend"]["sim"], "z_spend": r["spend"]["z_score"],
+                                 "pass": r["pass"]})  # fmt: skip
+        path = out / ("results_agree_cells.json" if s == 0 else f"results_agree_cells_seed{s}.json")
+        if path.exists():  # merged as run_cells does: other methods' cells of the seed kept
+            rows = [c for c in json.loads(path.read_text())["cells"] if c["method"] not in args.methods] + rows
+        rows.sort(key=lambda c: METHODS.index(c["method"]) if c["method"] in METHODS else len(METHODS))
+        atomic_write_json(path, {"runs": args.runs, "dag": str(args.dag), "seed": s, "twin": True, "cells": rows},
+                          indent=1)  # fmt: skip
+        print(f"replication {s}: written to {path}", flush=True)
+    return (f"replications {args.seed}-{args.seed + args.seeds - 1} of {', '.join(args.methods)} with simulated "
+            f"twins written to {out}")
 
 
 def agree_cell(method: str, budget_ratio: str, deadline_ratio: str, args: argparse.Namespace) -> dict:
@@ -218,7 +264,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--results", type=cliargs.input_path("dir"), default=None,
                     help="where --summary finds the replications (default: benchmarks/)")
     args = ap.parse_args(argv)
-    args.seeds = check_int(args.seeds, "--seeds", "flag", lo=2)
+    args.seeds = check_int(args.seeds, "--seeds", "flag", lo=2 if args.spread else 1)
     args.runs = check_int(args.runs, "--runs", "flag", lo=2)
     args.dag = check_int(args.dag, "--dag", "flag", lo=0)
     args.seed = check_int(args.seed, "--seed", "flag", lo=0)
