@@ -42,14 +42,15 @@ def seed_of(path: Path) -> int:
     return int(path.stem.removeprefix("results_agree_cells").removeprefix("_seed") or 0)
 
 
-def summary(paths: list[Path], twins: Path | None = None) -> str:
+def summary(paths: list[Path], twins: Path | None = None, before: Path | None = None) -> str:
     """The z-scores of every replication, per method and per seed, against a standard normal's.
 
     With ``twins`` (a folder of :func:`twin_cells`), also how many live cells equal their simulated twin's
-    (on-time rate and mean spend, to 1e-9).
+    (on-time rate and mean spend, to 1e-9); with ``before`` (a folder of the same seeds' replications), how the
+    live cells moved (:func:`before_after`).
     """
     by_method: dict[str, list[tuple[str, float]]] = {}
-    rep_means: dict[str, list[float]] = {}  # per method: each replication's mean on-time z
+    rep_means: dict[str, list[tuple[int, float]]] = {}  # per method: (seed, the replication's mean on-time z)
     lines = ["| seed | cells | within 2 SE |", "|---|---|---|"]
     every_cell = {"all methods": [0, 0], "the baselines": [0, 0]}  # [replications with every cell in, replications]
     for path in paths:
@@ -69,7 +70,7 @@ def summary(paths: list[Path], twins: Path | None = None) -> str:
                 rep.setdefault(c["method"], []).append(c["z_on_time"])
             by_method.setdefault(c["method"], []).append(("spend", c["z_spend"]))
         for method, zs in rep.items():
-            rep_means.setdefault(method, []).append(float(np.mean(zs)))
+            rep_means.setdefault(method, []).append((int(res.get("seed", 0)), float(np.mean(zs))))
     lines += ["", "| method | measure | comparisons | beyond 2 SE | mean z | sd of z |", "|---|---|---|---|---|---|"]
     for method, zs in by_method.items():
         for measure in ("on time", "spend"):
@@ -78,14 +79,21 @@ def summary(paths: list[Path], twins: Path | None = None) -> str:
                 continue
             lines.append(f"| {method} | {measure} | {len(z)} | {int((np.abs(z) > 2).sum())} ({(np.abs(z) > 2).mean():.1%}) "
                          f"| {z.mean():+.2f} | {f'{z.std(ddof=1):.2f}' if len(z) > 1 else '-'} |")  # fmt: skip
-    # the cells of one replication share their seeds (their luck), so the mean's SE is the spread between replications
-    lines += ["", "| method | replications | mean on-time z | SE over replications |", "|---|---|---|---|"]
-    for method, means in rep_means.items():
-        se = f"{np.std(means, ddof=1) / np.sqrt(len(means)):.2f}" if len(means) > 1 else "-"
-        lines.append(f"| {method} | {len(means)} | {np.mean(means):+.2f} | {se} |")
+    # the cells of one replication share their seeds (their luck), so the mean's SE is the spread between
+    # replications; and replication s's world (seed s + 1) is replication s + 1's simulated seed, so neighbours
+    # share a sample and their z-scores are anti-correlated: the replications with even seeds share none
+    lines += ["", "| method | replications | mean on-time z | SE over replications | even seeds only (no shared sample) |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for method, pairs in rep_means.items():
+        every, even = [m for _, m in pairs], [m for seed, m in pairs if seed % 2 == 0]
+        lines.append(f"| {method} | {len(every)} | {np.mean(every):+.2f} | {_se(every)} | "
+                     f"{f'{np.mean(even):+.2f} +- {_se(even)} ({len(even)})' if even else '-'} |")  # fmt: skip
     if twins is not None:
         lines.append("")
         lines += twin_check(paths, twins)
+    if before is not None:
+        lines.append("")
+        lines += before_after(paths, before)
     z_all = np.array([v for zs in by_method.values() for _, v in zs])
     lines.append(f"\nall: {int((np.abs(z_all) > 2).sum())} of {len(z_all)} comparisons beyond 2 SE "
                  f"({(np.abs(z_all) > 2).mean():.1%}; a standard normal: 4.6%)")  # fmt: skip
@@ -112,6 +120,33 @@ def twin_check(paths: list[Path], twins: Path) -> list[str]:
             count[1] += 1
     return [f"{method}: {k} of {n} live cells equal their simulated twin's (on-time rate and mean spend)"
             for method, (k, n) in same.items()] or ["no live cell has a simulated twin on disk"]
+
+
+def _se(values: list[float]) -> str:
+    """The standard error of the mean of ``values`` (independent), or '-' for fewer than two."""
+    return f"{np.std(values, ddof=1) / np.sqrt(len(values)):.2f}" if len(values) > 1 else "-"
+
+
+def before_after(paths: list[Path], before: Path) -> list[str]:
+    """Per method: the cells of the replications on disk paired with the same seed's cell in ``before`` (the same
+    seeds, older code): how often the live on-time rate went up, stayed or went down, and the mean change of z."""
+    moves: dict[str, list[tuple[float, float]]] = {}
+    for path in paths:
+        old_path = before / path.name
+        if not old_path.exists():
+            continue
+        old = {(c["method"], c["budget_ratio"], c["deadline_ratio"]): c for c in json.loads(old_path.read_text())["cells"]}
+        for c in json.loads(path.read_text())["cells"]:
+            o = old.get((c["method"], c["budget_ratio"], c["deadline_ratio"]))
+            if o is not None:
+                moves.setdefault(c["method"], []).append((c["live"] - o["live"], c["z_on_time"] - o["z_on_time"]))
+    lines = []
+    for method, m in moves.items():
+        d = np.array(m)
+        lines.append(f"{method}: {len(d)} cells paired with {before}: live on-time rate up in {int((d[:, 0] > 1e-12).sum())}, "
+                     f"the same in {int((np.abs(d[:, 0]) <= 1e-12).sum())}, down in {int((d[:, 0] < -1e-12).sum())}; "
+                     f"mean change {d[:, 0].mean():+.4f}, of the on-time z {d[:, 1].mean():+.3f}")
+    return lines or [f"no replication on disk has a counterpart in {before}"]
 
 
 def spread(method: str, budget_ratio: float, deadline_ratio: float, seeds: int, runs: int, dag: int) -> str:
@@ -261,6 +296,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="write --seeds replications of --methods with simulated twins as live sides here, and exit")
     ap.add_argument("--twins", type=cliargs.input_path("dir"), default=None,
                     help="with --summary: check each live cell against its simulated twin in this folder")
+    ap.add_argument("--before", type=cliargs.input_path("dir"), default=None,
+                    help="with --summary: pair each cell with the same seed's cell in this folder (older code)")
     ap.add_argument("--results", type=cliargs.input_path("dir"), default=None,
                     help="where --summary finds the replications (default: benchmarks/)")
     args = ap.parse_args(argv)
@@ -318,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.summary:
             print(summary(sorted(Path(args.results or ROOT / "benchmarks").glob("results_agree_cells*.json"), key=seed_of),
-                          Path(args.twins) if args.twins else None))
+                          Path(args.twins) if args.twins else None, Path(args.before) if args.before else None))
             return 0
         rows = run_cells(args)
     except ConfigError as exc:

@@ -61,9 +61,18 @@ def test_replication_means_and_twins_by_hand(tmp_path):
     _write(twins / "results_agree_cells_seed1.json", 1, [_cell(seq, -2.0, 0.0, live=0.2500001)])  # not equal
     r = agree_cells("--summary", "--results", str(live), "--twins", str(twins))
     assert r.returncode == 0, r.stderr
-    # replication means: seed 0 +1.0 (the both-zero cell left out), seed 1 -2.0: mean -0.5, SE 1.5
-    assert "| sequential | 2 | -0.50 | 1.50 |" in r.stdout
+    # replication means: seed 0 +1.0 (the both-zero cell left out), seed 1 -2.0: mean -0.5, SE 1.5; even seeds: 0
+    assert "| sequential | 2 | -0.50 | 1.50 | +1.00 +- - (1) |" in r.stdout
     assert "sequential: 1 of 2 live cells equal their simulated twin's" in r.stdout
+    # the same seeds before: seed 1's live rate went from 0.30 to 0.25 (z from -1 to -2), seed 0's stayed
+    before = tmp_path / "before"
+    before.mkdir()
+    _write(before / "results_agree_cells.json", 0, [_cell(seq, 1.0, 0.0)])
+    _write(before / "results_agree_cells_seed1.json", 1, [_cell(seq, -1.0, 0.0, live=0.30)])
+    r = agree_cells("--summary", "--results", str(live), "--before", str(before))
+    assert r.returncode == 0, r.stderr
+    assert (f"sequential: 2 cells paired with {before}: live on-time rate up in 0, the same in 1, down in 1; "
+            "mean change -0.0250, of the on-time z -0.500") in r.stdout  # fmt: skip
 
 
 @pytest.mark.parametrize("argv, says", [
