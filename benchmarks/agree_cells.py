@@ -102,22 +102,27 @@ def summary(paths: list[Path], twins: Path | None = None, before: Path | None = 
     return "\n".join(lines)
 
 
+def _counterparts(paths: list[Path], other: Path):
+    """(cell, the same seed's cell of the same method, budget and deadline in folder ``other``), for every cell of
+    ``paths`` that has one (files matched by name: one seed per file)."""
+    for path in paths:
+        if not (other / path.name).exists():
+            continue
+        theirs = {(c["method"], c["budget_ratio"], c["deadline_ratio"]): c
+                  for c in json.loads((other / path.name).read_text())["cells"]}  # fmt: skip
+        for c in json.loads(path.read_text())["cells"]:
+            if (o := theirs.get((c["method"], c["budget_ratio"], c["deadline_ratio"]))) is not None:
+                yield c, o
+
+
 def twin_check(paths: list[Path], twins: Path) -> list[str]:
     """Per method: how many live cells on disk equal their simulated twin's cell (same seed, budget, deadline)."""
     same: dict[str, list[int]] = {}
-    for path in paths:
-        twin_path = twins / path.name
-        if not twin_path.exists():
-            continue
-        twin = {(c["method"], c["budget_ratio"], c["deadline_ratio"]): c for c in json.loads(twin_path.read_text())["cells"]}
-        for c in json.loads(path.read_text())["cells"]:
-            t = twin.get((c["method"], c["budget_ratio"], c["deadline_ratio"]))
-            if t is None:
-                continue
-            hit = abs(c["live"] - t["live"]) <= 1e-9 and abs(c["spend_live"] - t["spend_live"]) <= 1e-9
-            count = same.setdefault(c["method"], [0, 0])
-            count[0] += hit
-            count[1] += 1
+    for c, t in _counterparts(paths, twins):
+        hit = abs(c["live"] - t["live"]) <= 1e-9 and abs(c["spend_live"] - t["spend_live"]) <= 1e-9
+        count = same.setdefault(c["method"], [0, 0])
+        count[0] += hit
+        count[1] += 1
     return [f"{method}: {k} of {n} live cells equal their simulated twin's (on-time rate and mean spend)"
             for method, (k, n) in same.items()] or ["no live cell has a simulated twin on disk"]
 
@@ -131,15 +136,8 @@ def before_after(paths: list[Path], before: Path) -> list[str]:
     """Per method: the cells of the replications on disk paired with the same seed's cell in ``before`` (the same
     seeds, older code): how often the live on-time rate went up, stayed or went down, and the mean change of z."""
     moves: dict[str, list[tuple[float, float]]] = {}
-    for path in paths:
-        old_path = before / path.name
-        if not old_path.exists():
-            continue
-        old = {(c["method"], c["budget_ratio"], c["deadline_ratio"]): c for c in json.loads(old_path.read_text())["cells"]}
-        for c in json.loads(path.read_text())["cells"]:
-            o = old.get((c["method"], c["budget_ratio"], c["deadline_ratio"]))
-            if o is not None:
-                moves.setdefault(c["method"], []).append((c["live"] - o["live"], c["z_on_time"] - o["z_on_time"]))
+    for c, o in _counterparts(paths, before):
+        moves.setdefault(c["method"], []).append((c["live"] - o["live"], c["z_on_time"] - o["z_on_time"]))
     lines = []
     for method, m in moves.items():
         d = np.array(m)
@@ -190,8 +188,8 @@ def twin_side(wf, method: str, budget: float, deadline: float, runs: int, seed: 
     import dataclasses
     import math
 
-    from executor.agree import Side
-    from simulator.engine.episode import Policy, run_policy_episode
+    from executor.agree import Forwarding, Side
+    from simulator.engine.episode import run_policy_episode
     from simulator.engine.loop import REASONS
     from simulator.engine.registry import HARD, LIVE, execution_of
     from simulator.simulate import policy_for
@@ -199,15 +197,7 @@ def twin_side(wf, method: str, budget: float, deadline: float, runs: int, seed: 
     ex = execution_of(method_spec(method), LIVE)
     policy, rule = policy_for(method, params, None, wf.stats.model_ids, ex.launch)
 
-    class Keyed(Policy):  # the planner's own key: the run's seed, whatever seed the episode draws with
-        name, legacy_only = policy.name, policy.legacy_only
-
-        def model_positions(self, arr):
-            return policy.model_positions(arr)
-
-        def budget_caps(self, arr, b):
-            return policy.budget_caps(arr, b)
-
+    class Keyed(Forwarding):  # the planner's own key: the run's seed, whatever seed the episode draws with
         def reset(self, arr, _draw_seed, dag, trial):
             policy.reset(arr, seed, dag, trial)
 
@@ -215,7 +205,7 @@ def twin_side(wf, method: str, budget: float, deadline: float, runs: int, seed: 
             return policy.act(dataclasses.replace(view, seed=seed))
 
     D = float(deadline) if ex.deadline == HARD else math.inf
-    res = [run_policy_episode(wf.arr, Keyed(), budget, D, world_seed, wf.dag_row, t, launch=rule) for t in range(runs)]
+    res = [run_policy_episode(wf.arr, Keyed(policy), budget, D, world_seed, wf.dag_row, t, launch=rule) for t in range(runs)]
     on_time = np.array([r.termination_reason == REASONS[0] and r.makespan <= deadline for r in res])
     return Side(on_time, np.array([r.total_cost for r in res], dtype=float), [r.termination_reason for r in res])
 

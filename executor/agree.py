@@ -97,6 +97,25 @@ def simulated_side(wf: Workflow, method: str, budget: float, deadline: float, ru
                 [REASONS[int(c)] for c in reason])
 
 
+class Forwarding(Policy):
+    """A policy forwarding every call to ``inner``: subclass it to change one call (a log, a key)."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner, self.name, self.legacy_only = inner, inner.name, inner.legacy_only
+
+    def model_positions(self, arr):
+        return self.inner.model_positions(arr)
+
+    def budget_caps(self, arr, b):
+        return self.inner.budget_caps(arr, b)
+
+    def reset(self, arr, seed, dag, trial):
+        self.inner.reset(arr, seed, dag, trial)
+
+    def act(self, view):
+        return self.inner.act(view)
+
+
 def simulated_decisions(wf: Workflow, method: str, budget: float, deadline: float, seed: int,
                         params: Mapping[str, Any] | None, trial: int) -> list[tuple]:
     """The decisions of simulated trial ``trial`` under the live rules, as a live run logs them."""
@@ -104,19 +123,7 @@ def simulated_decisions(wf: Workflow, method: str, budget: float, deadline: floa
     log: list[tuple] = []
     ids, models = [int(x) for x in wf.stats.node_ids], wf.stats.model_ids
 
-    class Logged(Policy):
-        name = policy.name
-        legacy_only = policy.legacy_only
-
-        def model_positions(self, arr):
-            return policy.model_positions(arr)
-
-        def budget_caps(self, arr, b):
-            return policy.budget_caps(arr, b)
-
-        def reset(self, arr, s, dag, t):
-            policy.reset(arr, s, dag, t)
-
+    class Logged(Forwarding):
         def act(self, view):
             a = policy.act(view)
             act = {} if a is None else {ids[v]: [models[int(a[0][v])], int(a[1][v])] for v in view.ready
@@ -124,7 +131,7 @@ def simulated_decisions(wf: Workflow, method: str, budget: float, deadline: floa
             log.append((round(view.t, 6), [ids[v] for v in view.ready], act))
             return a
 
-    run_policy_episode(wf.arr, Logged(), budget, deadline, seed, wf.dag_row, trial, launch=rule)
+    run_policy_episode(wf.arr, Logged(policy), budget, deadline, seed, wf.dag_row, trial, launch=rule)
     return log
 
 
