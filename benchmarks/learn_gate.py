@@ -327,6 +327,26 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     return out
 
 
+def replications_summary(folder: Path) -> str:
+    """The end-to-end and quote checks over every seed on disk (``results_learn_gate_{e2e,quote}[_seed<S>].json``):
+    one line per seed and the pass counts (a cell or a quote passes within 2 SE)."""
+    lines = []
+    for kind in ("e2e", "quote"):
+        paths = sorted(folder.glob(f"results_learn_gate_{kind}*.json"),
+                       key=lambda p: int(p.stem.rsplit("_seed", 1)[1]) if "_seed" in p.stem else 0)  # fmt: skip
+        passed = total = 0
+        for path in paths:
+            res = json.loads(path.read_text())
+            seed = int(path.stem.rsplit("_seed", 1)[1]) if "_seed" in path.stem else 0
+            zs = [c["z"] for c in res["cells"]] if kind == "e2e" else [res["z"]]
+            passed += sum(abs(z) <= 2 for z in zs)
+            total += len(zs)
+            lines.append(f"{kind} seed {seed}: z " + ", ".join(f"{z:+.2f}" for z in zs))
+        if total:
+            lines.append(f"{kind}: {passed} of {total} within 2 SE over {len(paths)} explorations")
+    return "\n".join(lines) or f"no results_learn_gate_e2e*.json or results_learn_gate_quote*.json in {folder}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = cliargs.ArgumentParser(prog="python -m benchmarks.learn_gate", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
@@ -343,7 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--censoring-runs", type=int, default=200, help="runs of the naive vs Kaplan-Meier comparison")
     ap.add_argument("--seed", type=cliargs.integer(0), default=0,
                     help="--end-to-end's and --quote-check's exploration seed (a replication; files *_seed<S>.json)")
+    ap.add_argument("--replications", action="store_true",
+                    help="summarise the end-to-end and quote checks of every seed beside --out, and exit")
     args = ap.parse_args(argv)
+    if args.replications:
+        print(replications_summary(Path(args.out).parent))
+        return 0
     suffix = "" if args.seed == 0 else f"_seed{args.seed}"
     if args.quote_check:
         res = quote_check(seed=args.seed, per_pair=args.per_pair, boot=args.boot)

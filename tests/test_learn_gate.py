@@ -42,3 +42,16 @@ def test_the_gate_at_ci_size(tmp_path):
     assert len(naive) >= 3 and len(km) == len(naive)
     assert (np.abs(naive) > 3).sum() >= 3  # dropping cancelled requests: latencies far too short
     assert (np.abs(km) < 3).all(), pairs
+
+
+def test_replications_summary_counts_by_hand(tmp_path):
+    """``--replications``: each seed's z-scores and the pass counts of the end-to-end and quote checks."""
+    (tmp_path / "results_learn_gate_e2e.json").write_text(json.dumps({"cells": [{"z": -1.0}, {"z": 2.5}]}))
+    (tmp_path / "results_learn_gate_e2e_seed10.json").write_text(json.dumps({"cells": [{"z": 0.5}, {"z": -2.0}]}))
+    (tmp_path / "results_learn_gate_quote_seed2.json").write_text(json.dumps({"z": 1.5}))
+    r = subprocess.run([sys.executable, "-m", "benchmarks.learn_gate", "--replications", "--out",
+                        str(tmp_path / "gate.json")], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["e2e seed 0: z -1.00, +2.50", "e2e seed 10: z +0.50, -2.00",
+                                     "e2e: 3 of 4 within 2 SE over 2 explorations", "quote seed 2: z +1.50",
+                                     "quote: 1 of 1 within 2 SE over 1 explorations"]  # fmt: skip
