@@ -103,3 +103,17 @@ def test_baseline_twin_is_the_simulation_at_the_worlds_seed(tmp_path):
         assert (a["budget_ratio"], a["deadline_ratio"]) == (b["budget_ratio"], b["deadline_ratio"])
         assert (a["live"], a["spend_live"]) == (b["sim"], b["spend_sim"])
     assert any(a["spend_live"] != a["spend_sim"] for a in rep0)  # the twin is not the seed's own simulation
+
+
+def test_planner_key_effect_by_hand(tmp_path):
+    """Twins on disk: replication s's live side against replication s + 1's simulated side, cell by cell."""
+    mcpp = "mc_portfolio_rollout"
+    for seed, cells in ((0, [_cell(mcpp, 0.0, 0.0, live=0.90, sim=0.95)]), (1, [_cell(mcpp, 0.0, 0.0, live=0.93, sim=0.92)]),
+                        (2, [_cell(mcpp, 0.0, 0.0, live=0.5, sim=0.93)])):  # fmt: skip
+        name = "results_agree_cells.json" if seed == 0 else f"results_agree_cells_seed{seed}.json"
+        (tmp_path / name).write_text(json.dumps({"runs": 400, "dag": "0", "seed": seed, "twin": True, "cells": cells}))
+    r = agree_cells("--summary", "--results", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    # pairs (0, 1): 0.90 - 0.92 = -0.02; (1, 2): 0.93 - 0.93 = 0: mean -0.01, SE 0.01
+    assert ("mc_portfolio_rollout: planner key s vs s + 1 on the same draws, 2 replication pairs: on-time "
+            "difference -0.0100 (SE 0.0100); cells lower 1, equal 1, higher 0") in r.stdout  # fmt: skip
