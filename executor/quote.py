@@ -67,8 +67,13 @@ class Quote:
 
 def quote(pool, pos: int, method: str, deadline: float, target: float, trials: int, *, seed: int = 0,
           cost_mode: str = "token_cost_mean", asked_budget: float | None = None, rules: str = LIVE,
-          progress: Callable[[int, float], None] | None = None) -> Quote:
-    """The quote (see the module docstring); ``progress(episodes, budget)`` is called as episodes finish."""
+          progress: Callable[[int, float], None] | None = None, threads: int | None = None,
+          reorder: bool = True) -> Quote:
+    """The quote (see the module docstring); ``progress(episodes, budget)`` is called as episodes finish.
+
+    ``threads``: worker threads of the episodes (default: numba's thread setting, the cores); ``reorder``
+    False runs each budget's trials in the order 0, 1, ... (the search before the reordering: the tests'
+    reference; the answer is the same)."""
     import numpy as np
 
     from executor.quote_search import BudgetSearch, cheapest
@@ -86,18 +91,21 @@ def quote(pool, pos: int, method: str, deadline: float, target: float, trials: i
     st = pool[pos]
     b0 = nominal_budget(arr, f"DAG {pos} ({st.problem_id}): ")
     axis = b0 * np.geomspace(AXIS_LO, AXIS_HI, AXIS_N)
-    search = BudgetSearch(pool, pos, method, deadline, trials, settings, progress)
-    found = cheapest(search, axis, target, BISECTIONS)
-    at = float(axis[-1]) if found is None else found
-    rate = search.rate(at)
-    q = Quote(method, pos, st.problem_id, deadline, target, trials, found, rate,
-              wilson_interval(int(round(rate * trials)), trials), at, None)
-    if found is not None:
-        q.rate_at_80pct = search.rate(0.8 * found)
-    if asked_budget is not None:
-        r = search.rate(asked_budget)
-        q.asked_budget, q.asked_rate = float(asked_budget), r
-        q.asked_interval = wilson_interval(int(round(r * trials)), trials)
+    search = BudgetSearch(pool, pos, method, deadline, trials, settings, progress, threads, reorder)
+    try:
+        found = cheapest(search, axis, target, BISECTIONS)
+        at = float(axis[-1]) if found is None else found
+        rate = search.rate(at)
+        q = Quote(method, pos, st.problem_id, deadline, target, trials, found, rate,
+                  wilson_interval(int(round(rate * trials)), trials), at, None)
+        if found is not None:
+            q.rate_at_80pct = search.rate(0.8 * found)
+        if asked_budget is not None:
+            r = search.rate(asked_budget)
+            q.asked_budget, q.asked_rate = float(asked_budget), r
+            q.asked_interval = wilson_interval(int(round(r * trials)), trials)
+    finally:
+        search.close()
     q.episodes = search.episodes
     q.seconds = time.perf_counter() - t0
     q.rules = rules

@@ -142,3 +142,99 @@ def test_the_header_comes_before_numpy_and_the_live_executor_load():
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
     main = (ROOT / "executor" / "__main__.py").read_text(encoding="utf-8")
     assert main.index('["quote"]') < main.index("from executor.cli import main")
+
+
+class FullRates:
+    """The search as it was before the reordering and the threads: every probed budget's rate over all the
+    trials from ``method_surface`` (no early stopping), its "reaches" that rate's comparison."""
+
+    def __init__(self, pool, pos, method, deadline, trials):
+        self.args = (pool, pos, method)
+        self.deadline, self.trials = deadline, trials
+        self.settings = RunSettings(seed=0, cost=CostSetting(), execution_rules=LIVE)
+        self.rates: dict[float, float] = {}
+
+    def rate(self, b: float) -> float:
+        if b not in self.rates:
+            s = method_surface(*self.args, [b], [self.deadline], list(range(self.trials)), self.settings)
+            self.rates[b] = s.successes[0, 0] / self.trials
+        return self.rates[b]
+
+    def reaches(self, b: float, target: float) -> bool:
+        return self.rate(b) >= target
+
+
+def test_the_fast_mcpp_quote_is_the_plain_searchs_answer():
+    """MCPP under the live rules (the README's DAG and deadline, 10 trials): the reordered, two-thread, early
+    stopping search gives the budget, rate and 0.8 x rate of the plain search over full rates, exactly."""
+    from executor.quote_search import cheapest
+
+    pool = load_pool(POOL)
+    arr = dag_arrays(pool, 0, CostSetting())
+    axis = nominal_budget(arr) * np.geomspace(AXIS_LO, AXIS_HI, AXIS_N)
+    ref = FullRates(pool, 0, "mc_portfolio_rollout", 60.0, 10)
+    b = cheapest(ref, axis, 0.8, BISECTIONS)
+    q = quote(pool, 0, "MCPP", 60.0, 0.8, 10, threads=2)
+    assert b is not None and q.budget == b
+    assert q.rate == ref.rate(b) and q.rate_at_80pct == ref.rate(0.8 * b)
+    assert q.episodes < len(ref.rates) * 10  # early stopping ran fewer episodes than the plain search
+
+
+def test_the_quotes_episodes_are_the_grids_trial_for_trial():
+    """The episode runner (per trial, any order, worker threads, one policy per thread) gives each trial the
+    outcome ``method_surface`` gives it, for MCPP under the live rules."""
+    from executor.quote_episodes import EpisodeRunner
+
+    pool = load_pool(POOL)
+    settings = RunSettings(seed=0, cost=CostSetting(), execution_rules=LIVE)
+    trials = [5, 0, 3, 1, 4, 2, 7, 6]
+    for b in (3000.0, 4500.0):
+        runner = EpisodeRunner(pool, 0, "mc_portfolio_rollout", 60.0, settings, threads=2)
+        try:
+            got = dict(runner.run(b, trials, lambda: False))
+        finally:
+            runner.close()
+        assert runner.per_cell and sorted(got) == sorted(trials)
+        want = method_surface(pool, 0, "mc_portfolio_rollout", [b], [60.0], trials, settings).success[:, 0, 0]
+        assert [got[t] for t in trials] == [bool(x) for x in want], b
+
+
+def test_the_header_and_the_progress_show_before_the_work_ends():
+    """On a terminal, `python -m executor quote` (the README's MCPP quote) prints its header, then a progress
+    line that moves, while the episodes are still running (it is stopped once the progress is seen)."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+    import time
+
+    from tests.executor_helpers import ENV, ROOT
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal of 24 x 120 (a pty
+    # has 0 x 0 until told: tqdm then draws nothing)
+    proc = subprocess.Popen([sys.executable, "-m", "executor", "quote", "--pool", POOL, "--dag", "0", "--deadline",
+                             "60", "--target", "0.9"], cwd=ROOT, env=ENV, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    try:
+        end = time.monotonic() + 600
+        while b"episodes simulated" not in seen and time.monotonic() < end:
+            if select.select([master], [], [], 1.0)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        still_running = proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    text = seen.decode(errors="replace")
+    assert text.lstrip().startswith("quote: MCPP on DAG 0"), text
+    assert "episodes simulated" in text and still_running, text
+    assert text.index("quote: MCPP") < text.index("episodes simulated")
