@@ -17,8 +17,9 @@ surface's :func:`simulator.surface.compute.method_surface`, trial for trial):
 3. the answer with its Wilson 95% interval, the rate at 0.8 x the quoted
    budget, and the rate at a budget the user names (``--budget``).
 
-A budget is settled by as few episodes as decide it (:mod:`executor.quote_search`:
-why, and why the answer is the full scan's). The header is printed before the
+A budget is settled by as few episodes as decide it, its likeliest failures first,
+on every core (:mod:`executor.quote_search`, :mod:`executor.quote_episodes`: why,
+and why the answer is the full scan's). The header is printed before the
 work and a progress bar (on a terminal) counts the episodes. A target no
 budget of the axis reaches is one line on standard error (exit 1), naming the
 rate at the largest budget tried.
@@ -181,8 +182,26 @@ def cmd_quote(argv: Sequence[str]) -> int:
     if not args.json:
         print(header(args.method, args.dag, args.pool, said, float(target), args.trials, args.execution_rules),
               flush=True)
-    from tqdm import tqdm
+    from tqdm import tqdm  # light: the bar is on screen before numpy, numba and the pool load
 
+    with tqdm(unit=" episodes", desc="loading the simulator", file=sys.stderr, disable=None, mininterval=0.5,
+              bar_format="{desc}: {n_fmt}{unit} simulated [{elapsed}, {rate_fmt}]") as bar:
+        try:
+            q, unit = _load_and_quote(args, bar, float(target), seed, asked, deadline if args.deadline else ratio)
+        except BaseException:
+            bar.leave = False  # an error is its one line, without the bar's
+            raise
+    out = json.dumps(q.__dict__) if args.json else format_quote(q, unit)
+    if out:
+        print(out, flush=True)
+    if q.budget is None:
+        print(unreachable(q, unit), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _load_and_quote(args, bar, target: float, seed: int, asked: float | None, deadline_or_ratio: float):
+    """The pool, the DAG's line (written above the bar) and the quote: ``(Quote, unit)``."""
     from executor.inputs import live_cost_mode, load_dag
     from simulator.costs.arrays import CostSetting, dag_arrays
     from simulator.costs.nominal import nominal_budget, nominal_deadline
@@ -191,24 +210,19 @@ def cmd_quote(argv: Sequence[str]) -> int:
     unit = cost_unit(cost_mode)
     pool, dag = load_dag(args.pool, args.dag)
     arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
+    deadline = deadline_or_ratio
     if args.deadline is None:
-        deadline = ratio * nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
+        deadline = deadline_or_ratio * nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
     if not args.json:
-        print(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
-              f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", flush=True)
-    with tqdm(unit=" episodes", desc="simulating", file=sys.stderr, disable=None, mininterval=0.5,
-              bar_format="{desc}: {n_fmt}{unit} simulated [{elapsed}, {rate_fmt}]") as bar:
+        bar.write(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
+                  f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", file=sys.stdout)
+        sys.stdout.flush()
+    bar.set_description_str("simulating")
 
-        def progress(n: int, budget: float) -> None:
-            bar.set_description_str(f"budget {budget:.6g} {unit}", refresh=False)
-            bar.update(n)
+    def progress(n: int, budget: float) -> None:
+        bar.set_description_str(f"budget {budget:.6g} {unit}", refresh=False)
+        bar.update(n)
 
-        q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed=seed,
-                  cost_mode=cost_mode, asked_budget=asked, rules=args.execution_rules, progress=progress)
-    out = json.dumps(q.__dict__) if args.json else format_quote(q, unit)
-    if out:
-        print(out, flush=True)
-    if q.budget is None:
-        print(unreachable(q, unit), file=sys.stderr)
-        return 1
-    return 0
+    q = quote(pool, dag, args.method, float(deadline), target, args.trials, seed=seed, cost_mode=cost_mode,
+              asked_budget=asked, rules=args.execution_rules, progress=progress)
+    return q, unit

@@ -205,6 +205,7 @@ def test_the_header_and_the_progress_show_before_the_work_ends():
     import fcntl
     import os
     import pty
+    import re
     import select
     import struct
     import subprocess
@@ -214,6 +215,7 @@ def test_the_header_and_the_progress_show_before_the_work_ends():
 
     from tests.executor_helpers import ENV, ROOT
 
+    moving = re.compile(rb"budget [0-9.]+ tokens: [1-9][0-9]* episodes simulated")  # the bar counting episodes
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal of 24 x 120 (a pty
     # has 0 x 0 until told: tqdm then draws nothing)
@@ -223,7 +225,7 @@ def test_the_header_and_the_progress_show_before_the_work_ends():
     seen = b""
     try:
         end = time.monotonic() + 600
-        while b"episodes simulated" not in seen and time.monotonic() < end:
+        while not moving.search(seen) and time.monotonic() < end:
             if select.select([master], [], [], 1.0)[0]:
                 try:
                     seen += os.read(master, 4096)
@@ -236,5 +238,5 @@ def test_the_header_and_the_progress_show_before_the_work_ends():
         os.close(master)
     text = seen.decode(errors="replace")
     assert text.lstrip().startswith("quote: MCPP on DAG 0"), text
-    assert "episodes simulated" in text and still_running, text
-    assert text.index("quote: MCPP") < text.index("episodes simulated")
+    assert moving.search(seen) and still_running, text
+    assert text.index("quote: MCPP") < text.index("loading the simulator: 0 episodes simulated") < text.index("DAG 0 is")
