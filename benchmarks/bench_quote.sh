@@ -2,7 +2,7 @@
 # The README's quote at two revisions, interleaved, in the current virtual environment (warm numba cache):
 #   bash benchmarks/bench_quote.sh BEFORE_REV AFTER_REV [ROUNDS]
 # prints, per run: wall and CPU seconds (/usr/bin/time), the episodes simulated, the answer and the load.
-# Each revision runs in a worktree of its own (removed at the end); compare the CPU seconds (load-independent
+# Each revision runs in a copy of its own (git archive, removed at the end); compare the CPU seconds (load-independent
 # up to the machine's sharing) and the wall seconds of neighbouring runs.
 set -u
 before=$1 after=$2 rounds=${3:-2}
@@ -10,7 +10,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 for v in before after; do
   rev=$([ "$v" = before ] && echo "$before" || echo "$after")
-  git -C "$repo" worktree add -q --detach "$work/$v" "$rev" || exit 1
+  mkdir "$work/$v" && git -C "$repo" archive "$rev" | tar -x -C "$work/$v" || exit 1
 done
 for i in $(seq "$rounds"); do
   for v in before after; do
@@ -23,5 +23,4 @@ for i in $(seq "$rounds"); do
     echo "  $(echo "$out" | grep '^cheapest budget')"
   done
 done
-for v in before after; do git -C "$repo" worktree remove --force "$work/$v"; done
 rm -rf "$work"
