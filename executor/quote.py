@@ -187,7 +187,7 @@ def cmd_quote(argv: Sequence[str]) -> int:
     with tqdm(unit=" episodes", desc="loading the simulator", file=sys.stderr, disable=None, mininterval=0.5,
               bar_format="{desc}: {n_fmt}{unit} simulated [{elapsed}, {rate_fmt}]") as bar:
         try:
-            q, unit = _load_and_quote(args, bar, float(target), seed, asked, deadline if args.deadline else ratio)
+            q, unit = _load_and_quote(args, bar, float(target), seed, asked, deadline if args.deadline is not None else ratio)
         except BaseException:
             bar.leave = False  # an error is its one line, without the bar's
             raise
