@@ -59,9 +59,9 @@ COMMAND = ("-m", "harness.warmup")
 
 def group_of_method(method: str, execution_rules: str) -> str:
     """The kernel group of ``method`` under the run's execution rules."""
+    from simulator.cli.prewarm_groups import group_of
     from simulator.engine.registry import execution_of
     from simulator.methods import method_spec
-    from simulator.prewarm_groups import group_of
 
     spec = method_spec(method)
     return group_of(spec, execution_of(spec, execution_rules)) or "other"

@@ -173,8 +173,8 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
 
 
 def cmd_simulate(argv: Sequence[str]) -> int:
-    from simulator import prewarm_groups
     from simulator.base import prewarm
+    from simulator.cli import prewarm_groups
 
     run = parse_simulate(argv)
     args, budget, deadline, pool, i = run.args, run.budget, run.deadline, run.pool, run.i
@@ -195,8 +195,8 @@ def cmd_simulate(argv: Sequence[str]) -> int:
 
 
 def cmd_prewarm(argv: Sequence[str]) -> int:
-    """The cold-start helper of ``simulate ARGV`` (hidden; simulator/prewarm_groups.py): compile, print nothing."""
-    from simulator.prewarm_groups import warm
+    """The cold-start helper of ``simulate ARGV`` (hidden; simulator/cli/prewarm_groups.py): compile, print nothing."""
+    from simulator.cli.prewarm_groups import warm
 
     run = parse_simulate(argv)
     warm(run.args.method, run.spec, run.ex, run.params, run.pool[run.i].model_ids)
