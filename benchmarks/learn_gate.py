@@ -28,7 +28,6 @@ naive estimate failing and the censoring-aware one passing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
@@ -42,7 +41,7 @@ from scipy import stats
 from executor.agree import live_episodes
 from executor.clock import VirtualClock
 from executor.explore import explore, placeholder_line
-from executor.inputs import budget_and_deadline, load_dag, make_workflow
+from executor.inputs import load_dag, make_workflow
 from executor.live import Options
 from executor.tasks import load_tasks
 from executor.workflow import check_workflow, pool_workflow_doc
@@ -50,6 +49,7 @@ from executor.world import World
 from poolbuild.from_traces import Graph, Obs, build_line, collect, trace_files
 from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
+from simulator.costs.limits import Limits
 from simulator.pools.pool import pool_from_objects
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,8 +178,7 @@ def censoring_demo(seed: int = 0, runs: int = 200, deadline_ratio: float = 1.0,
     censored requests, rebuilt naively (censored ones dropped) and with the Kaplan-Meier rows."""
     pool, raw, wfile = _workflow()
     wf = make_workflow(pool, 0, POOL, None, "", None, "token_cost_mean")
-    ns = argparse.Namespace(budget=None, budget_ratio=4.0, deadline=None, deadline_ratio=deadline_ratio)
-    b, d = budget_and_deadline(ns, wf, 1.0)
+    b, d = Limits.ratios(4.0, deadline_ratio).resolve(wf.arr, f"{wf.source}: ")
     with tempfile.TemporaryDirectory(prefix="learn_cens_") as tmp:
         asyncio.run(live_episodes(wf, pool, method, b, d, runs, scale=0.1, seed=seed, world_seed=1000 + seed,
                                   concurrency=50, trace_dir=tmp, options=Options(cancel_siblings=True)))

@@ -87,8 +87,10 @@ def warm_up(
     """
     if n_workers < 2 or not prewarm.enabled() or not rd.shards:
         return None
+    from .shards import ShardSpec
+
     spec = rd.shard(0)
-    if not hasattr(spec, "methods"):  # a prediction-surface job: its shards compile as they go
+    if not isinstance(spec, ShardSpec):  # a prediction-surface job's shard: they compile as they go
         return None
     groups = groups_to_warm(spec.methods, spec.execution_rules)
     if not groups:

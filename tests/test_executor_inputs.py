@@ -12,12 +12,13 @@ from executor.agree import Side, compare, simulated_side
 from executor.clock import Clock
 from executor.endpoints import endpoints_toml, load_endpoints, parse_endpoints
 from executor.estimates import Observations, Residuals, posterior_arrays
-from executor.inputs import budget_and_deadline, check_method, live_cost_mode, make_workflow
+from executor.inputs import check_method, live_cost_mode, make_workflow
 from executor.tasks import build_tasks
 from executor.trace import Trace, read_trace, summarize
 from executor.world import World
 from simulator.base.errors import ConfigError
 from simulator.base.rng import fold
+from simulator.costs.limits import BUDGET, DEADLINE, WALL_SECONDS, Limit, Limits
 from simulator.engine.loop import draw_attempt, new_state, node_model_key
 from simulator.pools.pool import load_pool
 from simulator.simulate import simulate_method
@@ -71,14 +72,11 @@ def test_task_kind_without_payload_refused():
 
 
 def test_budget_deadline_method_cost_mode_refused():
-    import argparse
-
     _, wf = workflow()
     for b, d, words in (("inf", "10", "--budget"), ("-1", "10", "--budget"), ("nan", "10", "--budget"),
                         ("100", "0", "--deadline"), ("100", "inf", "--deadline")):
-        with pytest.raises(ConfigError, match=words):
-            budget_and_deadline(argparse.Namespace(budget=b, deadline=d, budget_ratio=None, deadline_ratio=None),
-                                wf, 1.0)
+        with pytest.raises(ConfigError, match=words):  # the executor's doors: a live run's deadline is finite
+            Limits(Limit(BUDGET, b), Limit(DEADLINE, d, unit=WALL_SECONDS, infinite=False)).resolve(wf.arr)
     with pytest.raises(ConfigError, match="unknown method.*'sequentail'.*did you mean 'sequential'"):
         check_method("sequentail")
     with pytest.raises(ConfigError, match="no live meaning"):

@@ -26,7 +26,7 @@ from simulator.base.errors import ConfigError
 from simulator.base.validation import check_int
 from simulator.cli.args import add_pool_arguments, check_common_args, cost_setting_from_args
 from simulator.costs.arrays import dag_arrays
-from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.costs.limits import Limits
 from simulator.engine.live_episode import CALIBRATION_SEED_OFFSET
 from simulator.engine.registry import EXECUTION_RULES, PUBLISHED
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args, resolve_params
@@ -88,7 +88,7 @@ def _cell(pool, d: int, rb: float, rd: float, trials: int, method: str, seed: in
     arr = dag_arrays(pool, d, setting)
     st = pool[d]
     where = f"DAG {d} ({st.problem_id}): "
-    B, D = rb * nominal_budget(arr, where), rd * nominal_deadline(arr, where)
+    B, D = Limits.ratios(rb, rd).resolve(arr, where)
     run = (params, None, None, st.model_ids)
     real = simulate_method(arr, method, B, D, list(range(trials)), seed, int(st.index), *run,
                            execution_rules=execution_rules)

@@ -24,15 +24,14 @@ from simulator.base import cliargs
 from simulator.base.errors import cli_entry
 from simulator.base.io_utils import dumps_strict
 from simulator.cli.args import (
-    add_budget_deadline_arguments,
     add_pool_arguments,
     check_common_args,
     check_mcpp_models,
     cost_setting_from_args,
     load_pool_and_dag,
-    resolve_budget_deadline,
 )
 from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
+from simulator.costs.limits import MODEL_SECONDS, add_limit_arguments, resolve_limits
 from simulator.costs.modes import cost_unit
 from simulator.engine.registry import EXECUTION_RULES, Execution, MethodSpec, execution_of
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args
@@ -139,7 +138,7 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
         description="On-time completion probability of one method on one DAG.",
     )
     add_pool_arguments(ap)
-    add_budget_deadline_arguments(ap)
+    add_limit_arguments(ap, deadline_unit=MODEL_SECONDS)  # 'inf' allowed: no deadline
     ap.add_argument(
         "--method", default="sequential",
         help=f"one method: MCPP (also mcpp; recorded as mc_portfolio_rollout) or a baseline "
@@ -168,7 +167,7 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     where = f"{args.pool}: DAG {i} (problem {pool[i].problem_id!r}): "
-    budget, deadline = resolve_budget_deadline(args, arr, where)
+    budget, deadline = resolve_limits(args, arr, where)
     return SimulateRun(args, spec, ex, pool, i, params, setting, arr, budget, deadline)
 
 

@@ -26,15 +26,14 @@ from simulator.base.scoring import wilson_interval
 from simulator.base.settings import check_budget, check_deadline, check_ratio
 from simulator.base.validation import check_distinct, check_output_dir
 from simulator.cli.args import (
-    add_budget_deadline_arguments,
     add_pool_arguments,
     check_common_args,
     check_mcpp_models,
     cost_setting_from_args,
     load_pool_and_dag,
-    resolve_budget_deadline,
 )
 from simulator.costs.arrays import dag_arrays
+from simulator.costs.limits import MODEL_SECONDS, add_limit_arguments, resolve_limits
 from simulator.costs.modes import cost_unit
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import ATOMIC, EXECUTION_RULES, PUBLISHED, execution_of
@@ -48,7 +47,7 @@ def plan_main(argv: Sequence[str]) -> int:
         prog="python -m simulator plan", description="MCPP's first decision on one DAG and its estimate."
     )
     add_pool_arguments(ap)
-    add_budget_deadline_arguments(ap)
+    add_limit_arguments(ap, deadline_unit=MODEL_SECONDS)  # 'inf' allowed: no deadline
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     add_rules_argument(ap)
     add_mcpp_arguments(ap)
@@ -63,7 +62,7 @@ def plan_main(argv: Sequence[str]) -> int:
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     stats = pool[i]
-    budget, deadline = resolve_budget_deadline(args, arr, f"{args.pool}: DAG {i}: ")
+    budget, deadline = resolve_limits(args, arr, f"{args.pool}: DAG {i}: ")
     res = plan(stats, budget, deadline, params=params, cost=setting, seed=args.seed)
     out = {
         "dag": i,
