@@ -239,12 +239,12 @@ def _on_time(line: dict[str, Any], budget: float, deadline: float, trials: int, 
     """MCPP's simulated on-time rate on a pool line (live rules, ``trials`` episodes)."""
     from simulator.costs.arrays import CostSetting, build_arrays
     from simulator.engine.registry import LIVE
-    from simulator.simulate import simulate_method
+    from simulator.simulate import SimSpec, simulate_run
 
     st = pool_from_objects([line], name="<e2e>")[0]
     arr = build_arrays(st, CostSetting(cost_mode="token_cost_mean"))
-    batch = simulate_method(arr, "mc_portfolio_rollout", budget, deadline, list(range(trials)), seed, 0, params,
-                            model_names=st.model_ids, execution_rules=LIVE)
+    spec = SimSpec(budget=budget, deadline=deadline, trials=list(range(trials)), seed=seed, dag=0, rules=LIVE)
+    batch = simulate_run(arr, "mc_portfolio_rollout", spec, params=params, model_names=st.model_ids)
     on_time, _, _ = batch.scored(deadline)
     return float(np.mean(on_time))
 
@@ -294,7 +294,7 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     from simulator.costs.arrays import CostSetting, build_arrays
     from simulator.costs.nominal import nominal_deadline
     from simulator.engine.registry import LIVE
-    from simulator.simulate import simulate_method
+    from simulator.simulate import SimSpec, simulate_run
 
     pool, raw, wfile = _workflow()
     d = deadline_ratio * nominal_deadline(build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean")))
@@ -308,8 +308,9 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     rates = []
     for obs in _resampled(list(c.obs), boot, seed):
         st = pool_from_objects([line_of(obs)], name="<boot>")[0]
-        batch = simulate_method(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, q.budget, d,
-                                list(range(runs)), seed + 7, 0, None, model_names=st.model_ids, execution_rules=LIVE)
+        spec = SimSpec(budget=q.budget, deadline=d, trials=list(range(runs)), seed=seed + 7, dag=0, rules=LIVE)
+        batch = simulate_run(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, spec,
+                             model_names=st.model_ids)
         rates.append(float(np.mean(batch.scored(d)[0])))
     wf = make_workflow(lpool, 0, "<learned>", None, "", None, "token_cost_mean", workflow=wfile)
     results, _ = asyncio.run(live_episodes(wf, pool, method, q.budget, d, runs, scale=0.1, seed=seed + 3,

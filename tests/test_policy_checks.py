@@ -135,6 +135,24 @@ def test_simulate_run_is_simulate_method_with_named_numbers(one_node):
         SimSpec(c.budget, c.deadline, (0,), c.seed)  # keyword-only
 
 
+def test_our_callers_name_their_numbers():
+    """No caller in the project's code runs a method through the positional chain: each passes a SimSpec to
+    ``simulate_run`` (``simulate_method`` stays, with the published code's signature, for code written against it)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for pkg in ("simulator", "executor", "harness", "benchmarks", "poolbuild"):
+        for p in sorted((root / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+                f = getattr(node, "func", None)
+                name = getattr(f, "attr", None) or getattr(f, "id", None)
+                if isinstance(node, ast.Call) and name == "simulate_method" and p.name != "simulate.py":
+                    found.append(f"{p.relative_to(root)}:{node.lineno}")
+    assert found == []
+
+
 def test_the_battery_names_its_checks():
     assert set(CHECKS) == {"deterministic", "legal", "bounded", "pickles"}
 

@@ -92,7 +92,7 @@ class SimulateRun(NamedTuple):
 def _simulate(run: SimulateRun) -> dict:
     """Run the trials of ``simulate`` and return the result object it prints."""
     from simulator.engine.summary import summarize_trials
-    from simulator.simulate import simulate_baseline, simulate_method
+    from simulator.simulate import SimSpec, simulate_baseline, simulate_run
 
     args, spec, ex, pool, i, params, setting, arr, budget, deadline = run
 
@@ -111,9 +111,10 @@ def _simulate(run: SimulateRun) -> dict:
 
         with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
             def run_chunk(trials):
-                return simulate_method(arr, args.method, budget, deadline, trials, args.seed, dag_key, params,
-                                       model_names=pool[i].model_ids, progress=bar.update,
-                                       execution_rules=args.execution_rules)
+                spec = SimSpec(budget=budget, deadline=deadline, trials=trials, seed=args.seed, dag=dag_key,
+                               rules=args.execution_rules)
+                return simulate_run(arr, args.method, spec, params=params, model_names=pool[i].model_ids,
+                                    progress=bar.update)
 
             summary = summarize_trials(run_chunk, args.trials, deadline)
     stats = summary.result()
