@@ -247,6 +247,28 @@ def simulate_policy(
     )
 
 
+def simulate_method(
+    arr: DagArrays,
+    method: str,
+    budget: float,
+    deadline: float,
+    trials: Sequence[int],
+    seed: int,
+    dag: int,
+    params: Mapping[str, Any] | None = None,
+    planning_arr: DagArrays | None = None,
+    model_names: Sequence[str] | None = None,
+    parallel: bool = False,
+    progress=None,
+    execution_rules: str = PUBLISHED,
+) -> EpisodeBatch:
+    """:func:`simulate_run` with the published code's positional signature (kept for code written against it;
+    this project's callers pass a :class:`SimSpec`: ``tests/test_policy_checks.py`` checks)."""
+    spec = SimSpec(budget=budget, deadline=deadline, trials=trials, seed=seed, dag=dag, rules=execution_rules)
+    return simulate_run(arr, method, spec, params=params, planning_arr=planning_arr, model_names=model_names,
+                        parallel=parallel, progress=progress)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SimSpec:
     """What one simulated run is asked: budget, deadline, random key (seed, DAG, trials) and execution rules.
@@ -265,17 +287,9 @@ class SimSpec:
     rules: str = PUBLISHED  # execution-rule mode (registry.EXECUTION_RULES)
 
 
-def simulate_run(
-    arr: DagArrays,
-    method: str,
-    spec: SimSpec,
-    *,
-    params: Mapping[str, Any] | None = None,
-    planning_arr: DagArrays | None = None,
-    model_names: Sequence[str] | None = None,
-    parallel: bool = False,
-    progress=None,
-) -> EpisodeBatch:
+def simulate_run(arr: DagArrays, method: str, spec: SimSpec, *, params: Mapping[str, Any] | None = None,
+                 planning_arr: DagArrays | None = None, model_names: Sequence[str] | None = None,
+                 parallel: bool = False, progress=None) -> EpisodeBatch:
     """Any registered method on one DAG and budget, run as its registry entry says under ``spec.rules``.
 
     A method that scores deadlines is simulated with D = inf (score the batch
@@ -290,28 +304,6 @@ def simulate_run(
         arr, method, spec.budget, D, spec.trials, spec.seed, spec.dag, params, planning_arr, progress,
         model_names=model_names, launch=ex.launch,
     )
-
-
-def simulate_method(
-    arr: DagArrays,
-    method: str,
-    budget: float,
-    deadline: float,
-    trials: Sequence[int],
-    seed: int,
-    dag: int,
-    params: Mapping[str, Any] | None = None,
-    planning_arr: DagArrays | None = None,
-    model_names: Sequence[str] | None = None,
-    parallel: bool = False,
-    progress=None,
-    execution_rules: str = PUBLISHED,
-) -> EpisodeBatch:
-    """:func:`simulate_run` with the published code's positional signature (kept for code written against it;
-    this project's callers pass a :class:`SimSpec`, ``tests/test_limits.py`` checks)."""
-    spec = SimSpec(budget=budget, deadline=deadline, trials=trials, seed=seed, dag=dag, rules=execution_rules)
-    return simulate_run(arr, method, spec, params=params, planning_arr=planning_arr, model_names=model_names,
-                        parallel=parallel, progress=progress)
 
 
 def planning_arrays(pool, dag_idx: int, settings: RunSettings, planning_pool=None) -> DagArrays | None:
