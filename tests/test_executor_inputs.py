@@ -21,7 +21,7 @@ from simulator.base.rng import fold
 from simulator.costs.limits import BUDGET, DEADLINE, WALL_SECONDS, Limit, Limits
 from simulator.engine.loop import draw_attempt, new_state, node_model_key
 from simulator.pools.pool import load_pool
-from simulator.simulate import simulate_method
+from simulator.simulate import SimSpec, simulate_run
 from tests.executor_helpers import POOL, ROOT, cli, nominal, workflow
 
 GOOD = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "", "input_price_per_1m": 0.0,
@@ -146,12 +146,14 @@ def test_compare_by_hand():
 
 def test_simulated_side_is_the_live_rules_simulation():
     """agree's simulated side runs each method under the live rules (the rules the executor follows): the same
-    episodes as ``simulate_method(..., execution_rules="live")``, none passing D or the budget."""
+    episodes as ``simulate_run(..., SimSpec(..., rules="live"))``, none passing D or the budget."""
     _, wf = workflow()
     B, D = nominal(wf)
     for method in ("sequential", "uniform", "sequential_4"):
         side = simulated_side(wf, method, B, 0.8 * D, 200, 3, None)
-        batch = simulate_method(wf.arr, method, B, 0.8 * D, list(range(200)), 3, 0, execution_rules="live")
+        batch = simulate_run(wf.arr, method,
+                             SimSpec(budget=B, deadline=0.8 * D, trials=list(range(200)), seed=3, dag=0,
+                                     rules="live"))
         assert np.array_equal(side.on_time, batch.on_time(0.8 * D))
         assert np.array_equal(side.spend, batch.total_cost) and np.all(side.spend <= B + 1e-9)
         assert np.all(batch.makespan <= 0.8 * D)

@@ -49,10 +49,11 @@ def test_every_registered_method_passes_the_battery_on_eighty_nodes(method, eigh
 
 def test_the_case_binds_budget_and_deadline(eighty_nodes):
     """The battery's case is not trivially loose: sequential retries on it exhaust the budget or the deadline."""
-    from simulator.simulate import simulate_method
+    from simulator.simulate import SimSpec, simulate_run
 
     c = eighty_nodes
-    batch = simulate_method(c.arr, "sequential", c.budget, c.deadline, range(8), c.seed, 0)
+    batch = simulate_run(c.arr, "sequential",
+                         SimSpec(budget=c.budget, deadline=c.deadline, trials=range(8), seed=c.seed, dag=0))
     reasons = {r["termination_reason"] for r in batch.records(c.deadline)}
     assert reasons & {"budget_exhausted", "deadline_exhausted"}
 

@@ -33,7 +33,7 @@ from simulator.cli.args import (
     load_pool_and_dag,
 )
 from simulator.costs.arrays import dag_arrays
-from simulator.costs.limits import MODEL_SECONDS, add_limit_arguments, resolve_limits
+from simulator.costs.limits import DEADLINE, MODEL_SECONDS, RATIO, Limit, add_limit_arguments, resolve_limits
 from simulator.costs.modes import cost_unit
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import ATOMIC, EXECUTION_RULES, PUBLISHED, execution_of
@@ -141,13 +141,11 @@ def _parse_axis(values, ratios, what: str, check_value) -> tuple[list[float] | N
 
 
 def _realize_axis(values, ratios, nominal, what: str, where: str = "") -> list[float]:
-    from simulator.costs.nominal import scale_by_ratio
-
     if values is not None:
         out = list(values)
-    else:
-        scale = nominal()
-        out = [scale_by_ratio(r, scale, what, f"--{what}-ratios", where) for r in ratios]
+    else:  # each ratio by the one rule (simulator.costs.limits), the DAG's nominal computed once
+        scale, unit = nominal(), (MODEL_SECONDS if what == DEADLINE else None)
+        out = [Limit(what, r, RATIO, unit, name=f"--{what}-ratios").of_nominal(scale, where) for r in ratios]
     if what == "budget" and not all(math.isfinite(x) and x > 0 for x in out):
         raise ConfigError(f"the budgets must be finite numbers > 0, got {out}")
     if what == "deadline" and not all(x > 0 for x in out):
