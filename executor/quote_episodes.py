@@ -94,8 +94,12 @@ class EpisodeRunner:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def run(self, budget: float, trials: Sequence[int], enough: Callable[[], bool]) -> Iterator[tuple[int, bool]]:
-        """(trial, on time) of ``trials`` at ``budget`` in about that order, until ``enough()`` (checked between)."""
+    def run(self, budget: float, trials: Sequence[int], enough: Callable[[], bool],
+            room: Callable[[], int] | None = None) -> Iterator[tuple[int, bool]]:
+        """(trial, on time) of ``trials`` at ``budget`` in about that order, until ``enough()`` (checked between).
+
+        ``room()``: how many more outcomes can be needed for certain (none can settle the caller sooner); no
+        more episodes than that run at once, so the threads never run an episode the caller will not use."""
         if not self.per_cell:
             yield from self._batches(budget, trials, enough)
             return
@@ -110,7 +114,7 @@ class EpisodeRunner:
         running: dict[Future, int] = {}
         try:
             while True:
-                while len(running) < self.threads and not enough():
+                while len(running) < min(self.threads, room() if room else self.threads) and not enough():
                     t = next(todo, None)
                     if t is None:
                         break

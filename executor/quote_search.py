@@ -99,9 +99,9 @@ class BudgetSearch:
                 score[t] += (-w * (1.0 if above else 2.0)) if ok else (w * (2.0 if above else 1.0))
         return sorted(left, key=lambda t: (-score[t], t))
 
-    def _run(self, p: Probe, enough: Callable[[], bool]) -> None:
+    def _run(self, p: Probe, enough: Callable[[], bool], room: Callable[[], int] | None = None) -> None:
         batch = 0
-        for trial, ok in self.runner.run(p.budget, self.order(p), enough):
+        for trial, ok in self.runner.run(p.budget, self.order(p), enough, room):
             p.add(trial, ok)
             self.episodes += 1
             batch += 1
@@ -125,8 +125,11 @@ class BudgetSearch:
         def settled() -> bool:
             return p.wins >= K or len(p.outcomes) - p.wins > N - K
 
+        def room() -> int:  # the fewest episodes that can settle it: none of that many is wasted
+            return min(K - p.wins, N - K + 1 - (len(p.outcomes) - p.wins))
+
         if not settled():
-            self._run(p, settled)
+            self._run(p, settled, room)
         return p.wins >= K
 
     def rate(self, budget: float) -> float:

@@ -169,7 +169,8 @@ class FullRates:
 
 def test_the_fast_mcpp_quote_is_the_plain_searchs_answer():
     """MCPP under the live rules (the README's DAG and deadline, 10 trials): the reordered, two-thread, early
-    stopping search gives the budget, rate and 0.8 x rate of the plain search over full rates, exactly."""
+    stopping search gives the budget, rate and 0.8 x rate of the plain search over full rates, exactly, and one
+    thread the same answer after the same number of episodes."""
     from executor.quote_search import cheapest
 
     pool = load_pool(POOL)
@@ -180,7 +181,9 @@ def test_the_fast_mcpp_quote_is_the_plain_searchs_answer():
     q = quote(pool, 0, "MCPP", 60.0, 0.8, 10, threads=2)
     assert b is not None and q.budget == b
     assert q.rate == ref.rate(b) and q.rate_at_80pct == ref.rate(0.8 * b)
-    assert q.episodes < len(ref.rates) * 10  # early stopping ran fewer episodes than the plain search
+    assert q.episodes < len(ref.rates) * 10, (q.episodes, len(ref.rates))  # early stopping: fewer episodes
+    one = quote(pool, 0, "MCPP", 60.0, 0.8, 10, threads=1)  # the threads run no episode the search does not use
+    assert (one.budget, one.rate, one.rate_at_80pct, one.episodes) == (q.budget, q.rate, q.rate_at_80pct, q.episodes)
 
 
 def test_the_quotes_episodes_are_the_grids_trial_for_trial():
