@@ -101,7 +101,7 @@ class EpisodeRunner:
         ``room()``: how many more outcomes can be needed for certain (none can settle the caller sooner); no
         more episodes than that run at once, so the threads never run an episode the caller will not use."""
         if not self.per_cell:
-            yield from self._batches(budget, trials, enough)
+            yield from self._batches(budget, trials, enough, room)
             return
         if self.threads <= 1:
             for t in trials:
@@ -131,13 +131,14 @@ class EpisodeRunner:
 
     # -- the other routes: batches on this thread -----------------------------------------------------------------
 
-    def _batches(self, budget: float, trials: Sequence[int], enough: Callable[[], bool]) -> Iterator[tuple[int, bool]]:
+    def _batches(self, budget: float, trials: Sequence[int], enough: Callable[[], bool],
+                 room: Callable[[], int] | None) -> Iterator[tuple[int, bool]]:
         import time
 
         trials = [int(t) for t in trials]
         i = 0
         while i < len(trials) and not enough():
-            chunk = trials[i : i + self.batch]
+            chunk = trials[i : i + (min(self.batch, room()) if room else self.batch)]
             t0 = time.perf_counter()
             s = method_surface(self.pool, self.pos, self.method, [budget], [self.deadline], chunk, self.settings)
             if time.perf_counter() - t0 < QUICK_S:
