@@ -100,7 +100,8 @@ def quote(pool, pos: int, method: str, deadline: float, target: float, trials: i
     st = pool[pos]
     b0 = nominal_budget(arr, f"DAG {pos} ({st.problem_id}): ")
     axis = b0 * np.geomspace(AXIS_LO, AXIS_HI, AXIS_N)
-    search = BudgetSearch(pool, pos, method, deadline, trials, settings, progress, threads, reorder)
+    search = BudgetSearch(pool, pos, method, deadline, trials, settings, progress, threads=threads,
+                          reorder=reorder)
     try:
         found = cheapest(search, axis, target, BISECTIONS)
         at = float(axis[-1]) if found is None else found

@@ -69,7 +69,7 @@ class BudgetSearch:
     """Runs episodes of ``method`` at any budget, lazily and once, and answers "does it reach?" / "its rate"."""
 
     def __init__(self, pool, pos: int, method: str, deadline: float, trials: int, settings: RunSettings,
-                 progress: Callable[[int, float], None] | None = None, threads: int | None = None,
+                 progress: Callable[[int, float], None] | None = None, *, threads: int | None = None,
                  reorder: bool = True) -> None:
         self.trials, self.progress, self.reorder = int(trials), progress, reorder
         self.runner = EpisodeRunner(pool, pos, method, deadline, settings, threads)
