@@ -78,7 +78,7 @@ from executor.client import (
 from executor.clock import Clock
 from executor.endpoints import Endpoint
 from executor.estimates import Observations, Residuals, posterior_arrays
-from executor.ledger import HELD, SETTLED, UNBILLED, Ledger, Reservation, billing_of
+from executor.ledger import HELD, SETTLED, UNBILLED, Hold, Ledger, Reservation, billing_of
 from executor.offload import PLANNER
 from executor.tasks import Task
 from executor.trace import Trace
@@ -196,13 +196,12 @@ class _Sample:
     cancel_reason: str | None = None
     #: a pausable clock's hold from the launch until the request is on the wire (LiveRun._hold)
     hold: Any = None
-    #: what the ledger counts for this sample now (held, settled, possibly billed): its reservation until it
-    #: settles below it; the batch holds the difference until it ends (live rules: settlement per batch)
-    counted: float = 0.0
+    #: its place in the ledger's batch hold (a retry's fresh reservation joins it)
+    place: Hold | None = None
 
     def __post_init__(self) -> None:
         if self.res is not None:
-            self.counted = self.res.amount
+            self.place = self.res.hold
 
 
 @dataclass
@@ -214,10 +213,6 @@ class _Batch:
     judged: int = 0
     passed: bool = False
     answers: dict[int, str] = field(default_factory=dict)
-
-    def freed(self) -> float:
-        """What its samples' settlements freed in the ledger, still held by the batch until it ends."""
-        return sum(max(0.0, s.reservation - s.counted) for s in self.samples)
 
 
 @dataclass
@@ -279,7 +274,7 @@ class LiveRun:
         self.attempt_no = np.zeros(arr.n * arr.m, dtype=np.int64)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)
         self._messages: dict[int, list[dict[str, str]]] = {}  # node position -> its requests' messages
-        self.ledger_ = Ledger(self.budget)
+        self.ledger = Ledger(self.budget)
         #: the planner's view of what may still be launched: (node, model) pairs refused or on a model that is down
         self.plan_arr = arr
         self.down: dict[str, tuple[str, str]] = {}  # model id -> (termination it would cause, message)
@@ -309,15 +304,15 @@ class LiveRun:
 
     @property
     def spent(self) -> float:
-        return self.ledger_.spent
+        return self.ledger.spent
 
     @property
     def reserved(self) -> float:
-        return self.ledger_.reserved
+        return self.ledger.reserved
 
     @property
     def unbilled(self) -> float:
-        return self.ledger_.unbilled
+        return self.ledger.unbilled
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -326,13 +321,12 @@ class LiveRun:
         return self.deadline - self.elapsed()
 
     def available(self) -> float:
-        """The budget left a decision sees: a batch in flight holds its reservations until it ends (live rules)."""
-        return max(0.0, self.ledger_.available() - sum(b.freed() for b in self.batches.values()))
+        """The budget left a decision sees (the ledger's: a batch in flight holds its reservations until it ends)."""
+        return self.ledger.available()
 
     def node_room(self, v: int) -> float:
-        """What node ``v`` may still reserve: the budget left, within its static cap."""
-        freed = self.batches[v].freed() if v in self.batches else 0.0
-        return min(self.available(), self.cap[v] - self.ledger_.committed.get(v, 0.0) - freed)
+        """What node ``v`` may still reserve: the budget left, within its static cap (the ledger's answer)."""
+        return self.ledger.room(v, float(self.cap[v]))
 
     def cost(self, ep: Endpoint, prompt_tokens: float, completion_tokens: float) -> float:
         """The charge of a request in the run's cost unit: the simulator's charge of the same attempt."""
@@ -371,7 +365,7 @@ class LiveRun:
             self._messages[v] = msgs
         return msgs
 
-    def ledger(self) -> None:
+    def write_ledger(self) -> None:
         self.trace.write("ledger", t=round(self.elapsed(), 6), spent=self.spent, reserved=self.reserved,
                          unbilled=self.unbilled, budget=self.budget)
 
@@ -471,13 +465,13 @@ class LiveRun:
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
                         self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
-                        self.overhead_ms, self.decision_log, self.ledger_.over)
+                        self.overhead_ms, self.decision_log, self.ledger.over)
         starved.close()
         slip = None if self.clock.pausable else starvation.explain_slip(
             res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
-                         over_reservation=self.ledger_.over,
+                         over_reservation=self.ledger.over,
                          reserved=self.reserved, budget=self.budget, termination=reason, message=message,
                          nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
                          **starved.fields(), **({} if slip is None else {"slip": slip}))
@@ -690,10 +684,10 @@ class LiveRun:
                                      model=self.wf.stats.model_ids[j], attempt=a, status="refused",
                                      expected_cost=need, budget_left=self.available())
                     break
-                samples.append(_Sample(a, reservation, tokens, res=self.ledger_.reserve(reservation, v)))
+                samples.append(_Sample(a, reservation, tokens, res=self.ledger.hold(reservation, v)))
             if samples:
                 self.start_batch(v, j, samples)
-        self.ledger()
+        self.write_ledger()
 
     def launch_atomic(self, ready: list[int], action) -> None:
         """The live rules' atomic launch: admitted on expected costs, each sample capped at its share."""
@@ -721,9 +715,9 @@ class LiveRun:
             self.attempt_no[v * self.m + j] += k
             r = atomic_reservation(need, total, avail, self.ceiling(v, j), self.rules.unit)
             tokens, reservation = self.capped(v, j, r)
-            self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens, res=self.ledger_.reserve(reservation, v))
+            self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens, res=self.ledger.hold(reservation, v))
                                     for i in range(k)])
-        self.ledger()
+        self.write_ledger()
 
     def start_batch(self, v: int, j: int, samples: list[_Sample]) -> None:
         b = _Batch(v, j, self.elapsed(), samples)
@@ -878,17 +872,16 @@ class LiveRun:
                     full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted
                             else s.res.amount)
                     # a trusted report above the reservation is spent as reported (the server billed it)
-                    charged = self.ledger_.settle(s.res, full, beyond=trusted)
+                    charged = self.ledger.settle(s.res, full, beyond=trusted)
                     out.charge += charged
-                    s.counted += charged - s.res.amount
                     if full > s.res.amount:
                         out.faults["over_reservation"] += 1
                     s.res = None
-                    if self.ledger_.exhausted():
-                        self.halt(_Ended("budget_exhausted", f"a server billed {self.ledger_.over:.6g} beyond its "
+                    if self.ledger.exhausted():
+                        self.halt(_Ended("budget_exhausted", f"a server billed {self.ledger.over:.6g} beyond its "
                                                              f"requests' reservations, which left no budget"))
                 elif r.billing == UNBILLED:
-                    self.ledger_.mark_possibly_billed(s.res)
+                    self.ledger.mark_possibly_billed(s.res)
                     s.res = None
                 for note in r.notes:
                     out.faults[note] += 1
@@ -932,8 +925,7 @@ class LiveRun:
                     if self.expected_cost(v, j) > room or tokens < 1:
                         out.status = "budget"
                         break
-                    s.res = self.ledger_.reserve(amount, v)
-                    s.counted += amount
+                    s.res = self.ledger.reserve(amount, v, hold=s.place)
                     s.max_tokens = tokens
                 self.retries += 1
                 w0 = self.elapsed()
@@ -950,10 +942,9 @@ class LiveRun:
             self._release(s)
             if s.res is not None and s.res.state == HELD:
                 if in_try and sent[0]:  # cut off mid-request: the provider may bill it
-                    self.ledger_.mark_possibly_billed(s.res)
+                    self.ledger.mark_possibly_billed(s.res)
                 else:  # never reached the server (backoff, queue, connecting): nothing can be billed
-                    self.ledger_.release(s.res)
-                    s.counted -= s.res.amount
+                    self.ledger.release(s.res)
                 s.res = None
             end = self.elapsed()
             self.trace.write("request", t=round(end, 6), node=node_id, model=model_id, attempt=s.index,
@@ -964,7 +955,7 @@ class LiveRun:
                              faults=dict(out.faults),
                              **self._timing_fields(out, s, end, ep),
                              **({"gateway_retries": out.gateway_retries} if out.gateway_retries else {}))
-            self.ledger()
+            self.write_ledger()
         return out
 
     def _close_try(self, marks: dict[str, Any], r: TryResult) -> None:
@@ -1086,6 +1077,7 @@ class LiveRun:
         b = self.batches.pop(v, None)
         if b is None:
             return
+        self.ledger.end_batch(v)
         if b.passed:
             self.completed[v] = True
             self.accepted[v] = next(iter(b.answers.values()), "")
@@ -1098,7 +1090,7 @@ class LiveRun:
             s.task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.ledger()
+            self.write_ledger()
 
 
 @dataclass(frozen=True, kw_only=True)
