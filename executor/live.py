@@ -66,7 +66,6 @@ import numpy as np
 from executor import starvation, verifiers
 from executor.client import (
     DOWN_KINDS,
-    RETRYABLE,
     EndpointHealth,
     TryResult,
     backoff_s,
@@ -80,6 +79,7 @@ from executor.endpoints import Endpoint
 from executor.estimates import Observations, Residuals, posterior_arrays
 from executor.ledger import HELD, SETTLED, UNBILLED, Hold, Ledger, Reservation, billing_of
 from executor.offload import PLANNER
+from executor.retry import ANSWER, DOWN, DOWN_BY_RETRY_AFTER, REFUSE_PAIR, RETRY, Step, next_step
 from executor.tasks import Task
 from executor.trace import Trace
 from executor.workflow import EXECUTOR_VERSION
@@ -174,6 +174,10 @@ def run_identity(wf: Workflow) -> dict[str, Any]:
             "workflow_hash": wf.workflow_hash or None,
             "node_names": {str(k): v for k, v in wf.node_names.items()} or None,
             "executor_version": EXECUTOR_VERSION}
+
+
+#: :meth:`LiveRun._may_send`: the sample waited at its endpoint's gate; decide again
+_AGAIN = -1.0
 
 
 class _Ended(Exception):
@@ -801,137 +805,25 @@ class LiveRun:
             self._finish(v)
 
     async def request(self, b: _Batch, s: _Sample) -> _Outcome:
-        """Send one sample's request with braked retries; every path settles, marks or releases its reservation
-        (:func:`executor.ledger.billing_of`) and writes one ``request`` line."""
-        v, j = b.v, b.j
-        model_id = self.wf.stats.model_ids[j]
+        """Send one sample's request with braked retries (:func:`executor.retry.next_step`); every path settles,
+        marks or releases its reservation (:func:`executor.ledger.billing_of`) and writes one ``request`` line."""
+        model_id = self.wf.stats.model_ids[b.j]
         ep = self.endpoints[model_id]
-        node_id = self.node_ids[v]
-        msgs = self.messages(v)
-        keys = {"dag": self.wf.dag_row, "node": node_id, "trial": self.trial, "attempt": s.index}
-        headers = {"X-MCPP-Dag": str(self.wf.dag_row), "X-MCPP-Node": str(node_id),
-                   "X-MCPP-Trial": str(self.trial), "X-MCPP-Attempt": str(s.index)}
-        gate = gate_of(ep)
-        out = _Outcome()
-        start = self.elapsed()
-        sent: list[bool] = [False]
-        in_try = False
+        out, start, sent, in_try = _Outcome(), self.elapsed(), [False], [False]
         try:
             while True:
-                if model_id in self.down:
-                    out.status = "model_down"
+                timeout = await self._may_send(b, s, ep, out)
+                if timeout is None:
                     break
-                wait = gate.wait_s()
-                if wait > 0:  # the endpoint asked every client to wait (Retry-After)
-                    if wait >= self.clock.to_wall(self.time_left()):
-                        self.model_down(model_id, TryResult(
-                            "http_429", status_code=429,
-                            detail=f"asks to wait {wait:.3g} s (Retry-After), more than the time left"))
-                        out.status = "model_down"
-                        break
-                    w0 = self.elapsed()
-                    self._release(s)
-                    await self.clock.sleep_wall(wait)
-                    out.backoff_s += self.elapsed() - w0
+                if timeout == _AGAIN:
                     continue
-                if self.pair_requests[(v, j)] >= self.opt.max_requests_per_pair:
-                    out.status = "request_ceiling"
-                    out.error = f"{self.opt.max_requests_per_pair} requests for this (node, model) in this run"
-                    self.refuse_pair(v, j, f"reached the ceiling of {out.error}")
+                r = await self._send(b, s, ep, out, timeout, sent, in_try)
+                if r is None:
+                    continue
+                self._took(b, s, ep, r, out)
+                step = self._next_step(model_id, r, out)
+                if not await self._follow(b, s, ep, r, step, out):
                     break
-                timeout = self.clock.timeout_for(self.time_left(), ep.request_timeout_s)
-                if timeout <= 0:
-                    out.status = "deadline"
-                    break
-                q0 = self.elapsed()
-                if self.limits[model_id].locked():  # queued for a slot: model time may pass meanwhile
-                    self._release(s)
-                async with self.limits[model_id]:
-                    out.queued_s += self.elapsed() - q0
-                    if model_id in self.down or gate.wait_s() > 0:
-                        continue
-                    body = request_body(ep, msgs, s.max_tokens, keys, self.opt.temperature)
-                    self.requests += 1
-                    self.pair_requests[(v, j)] += 1
-                    out.tries += 1
-                    sent[0], in_try = False, True
-                    marks = {"started": self.elapsed()}
-                    out.try_log.append(marks)
-                    self._release(s)  # no suspension before the try is on the wire (VirtualClock.transit)
-                    r = await self._try(ep, body, headers, timeout, msgs, sent, marks=marks, key=(node_id, s.index))
-                    in_try = False
-                    self._close_try(marks, r)
-                if r.served_model is not None:
-                    out.served_model = r.served_model
-                out.http_status = r.status_code
-                if r.kind != "ok":
-                    out.error = r.detail
-                self.note_try(model_id, r, out)
-                if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
-                    trusted = r.usage_source == "usage"
-                    full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted
-                            else s.res.amount)
-                    # a trusted report above the reservation is spent as reported (the server billed it)
-                    charged = self.ledger.settle(s.res, full, beyond=trusted)
-                    out.charge += charged
-                    if full > s.res.amount:
-                        out.faults["over_reservation"] += 1
-                    s.res = None
-                    if self.ledger.exhausted():
-                        self.halt(_Ended("budget_exhausted", f"a server billed {self.ledger.over:.6g} beyond its "
-                                                             f"requests' reservations, which left no budget"))
-                elif r.billing == UNBILLED:
-                    self.ledger.mark_possibly_billed(s.res)
-                    s.res = None
-                for note in r.notes:
-                    out.faults[note] += 1
-                if r.bad_text:
-                    out.faults["bad_text"] += 1
-                if r.kind in ("ok", "truncated"):
-                    out.status, out.text = r.kind, r.text
-                    out.pt, out.ct, out.source = r.prompt_tokens, r.completion_tokens, r.usage_source
-                    if r.kind == "truncated":
-                        out.faults["truncated"] += 1
-                    break
-                out.faults[r.kind] += 1
-                if r.kind == "http_429" and r.retry_after is not None:
-                    if r.retry_after >= self.clock.to_wall(self.time_left()):  # unavailable for the rest of the run
-                        self.model_down(model_id, replace(r, detail=f"{r.detail} (asks to wait {r.retry_after:.3g} s "
-                                                                    f"by Retry-After, more than the time left)"))
-                        out.status = "model_down"
-                        break
-                    gate.close_for(r.retry_after)  # every sample and run of the process waits for it
-                if self.health.record(model_id, r.kind, weight=1 + (r.gateway_retries or 0)):
-                    self.model_down(model_id, r)
-                    out.status = r.kind if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
-                    break
-                if r.kind == "http_4xx":  # would repeat for this prompt: not re-sent, (node, model) out
-                    self.refuse_pair(v, j, r.detail)
-                    out.status = "http_4xx"
-                    break
-                if r.kind not in RETRYABLE:
-                    out.status = r.kind
-                    break
-                if out.tries >= self.opt.max_tries:
-                    out.status = "gave_up"
-                    break
-                wait = backoff_s(out.tries, r.retry_after, self.opt.backoff_base_s, self.opt.backoff_cap_s, self.rng)
-                if wait >= self.clock.to_wall(self.time_left()):
-                    out.status = "deadline"
-                    break
-                if s.res is None:  # the last try may have been billed: a retry needs a fresh reservation
-                    room = min(self.node_room(v), s.reservation)
-                    tokens, amount = self.capped(v, j, room)
-                    if self.expected_cost(v, j) > room or tokens < 1:
-                        out.status = "budget"
-                        break
-                    s.res = self.ledger.reserve(amount, v, hold=s.place)
-                    s.max_tokens = tokens
-                self.retries += 1
-                w0 = self.elapsed()
-                self._release(s)
-                await self.clock.sleep_wall(wait)
-                out.backoff_s += self.elapsed() - w0
         except asyncio.CancelledError:
             out.status = "cancelled"
             raise
@@ -939,24 +831,168 @@ class LiveRun:
             out.status, out.error = "executor_error", f"{type(exc).__name__}: {exc}"[:200]
             raise
         finally:
-            self._release(s)
-            if s.res is not None and s.res.state == HELD:
-                if in_try and sent[0]:  # cut off mid-request: the provider may bill it
-                    self.ledger.mark_possibly_billed(s.res)
-                else:  # never reached the server (backoff, queue, connecting): nothing can be billed
-                    self.ledger.release(s.res)
-                s.res = None
-            end = self.elapsed()
-            self.trace.write("request", t=round(end, 6), node=node_id, model=model_id, attempt=s.index,
-                             start=round(start, 6), end=round(end, 6), status=out.status, input_tokens=out.pt,
-                             output_tokens=out.ct, usage=out.source, cost=out.charge, max_tokens=int(s.max_tokens),
-                             max_tokens_capped=bool(s.max_tokens < ep.max_tokens), retries=max(out.tries - 1, 0),
-                             tries=out.tries, http_status=out.http_status, error=out.error or None,
-                             faults=dict(out.faults),
-                             **self._timing_fields(out, s, end, ep),
-                             **({"gateway_retries": out.gateway_retries} if out.gateway_retries else {}))
-            self.write_ledger()
+            self._close_request(b, s, ep, out, start, in_try[0] and sent[0])
         return out
+
+    def _next_step(self, model_id: str, r: TryResult, out: _Outcome) -> Step:
+        """The retry decision (:func:`executor.retry.next_step`) with this run's health, clock and random stream."""
+        return next_step(r.kind, retry_after=r.retry_after, wall_left=lambda: self.clock.to_wall(self.time_left()),
+                         tries=out.tries, max_tries=self.opt.max_tries,
+                         health=lambda: self.health.record(model_id, r.kind, weight=1 + (r.gateway_retries or 0)),
+                         backoff=lambda: backoff_s(out.tries, r.retry_after, self.opt.backoff_base_s,
+                                                   self.opt.backoff_cap_s, self.rng))
+
+    async def _may_send(self, b: _Batch, s: _Sample, ep: Endpoint, out: _Outcome) -> float | None:
+        """Before a try: None to stop (``out.status`` says why), ``_AGAIN`` after waiting at the endpoint's gate
+        (a Retry-After), else the try's timeout."""
+        model_id = self.wf.stats.model_ids[b.j]
+        if model_id in self.down:
+            out.status = "model_down"
+            return None
+        wait = gate_of(ep).wait_s()
+        if wait > 0:  # the endpoint asked every client to wait (Retry-After)
+            if wait >= self.clock.to_wall(self.time_left()):
+                self.model_down(model_id, TryResult(
+                    "http_429", status_code=429,
+                    detail=f"asks to wait {wait:.3g} s (Retry-After), more than the time left"))
+                out.status = "model_down"
+                return None
+            w0 = self.elapsed()
+            self._release(s)
+            await self.clock.sleep_wall(wait)
+            out.backoff_s += self.elapsed() - w0
+            return _AGAIN
+        if self.pair_requests[(b.v, b.j)] >= self.opt.max_requests_per_pair:
+            out.status = "request_ceiling"
+            out.error = f"{self.opt.max_requests_per_pair} requests for this (node, model) in this run"
+            self.refuse_pair(b.v, b.j, f"reached the ceiling of {out.error}")
+            return None
+        timeout = self.clock.timeout_for(self.time_left(), ep.request_timeout_s)
+        if timeout <= 0:
+            out.status = "deadline"
+            return None
+        return timeout
+
+    async def _send(self, b: _Batch, s: _Sample, ep: Endpoint, out: _Outcome, timeout: float, sent: list[bool],
+                    in_try: list[bool]) -> TryResult | None:
+        """One try in the endpoint's concurrency slot (None: its model went down or its gate closed meanwhile)."""
+        model_id, node_id = self.wf.stats.model_ids[b.j], self.node_ids[b.v]
+        q0 = self.elapsed()
+        if self.limits[model_id].locked():  # queued for a slot: model time may pass meanwhile
+            self._release(s)
+        async with self.limits[model_id]:
+            out.queued_s += self.elapsed() - q0
+            if model_id in self.down or gate_of(ep).wait_s() > 0:
+                return None
+            keys = {"dag": self.wf.dag_row, "node": node_id, "trial": self.trial, "attempt": s.index}
+            headers = {"X-MCPP-Dag": str(self.wf.dag_row), "X-MCPP-Node": str(node_id),
+                       "X-MCPP-Trial": str(self.trial), "X-MCPP-Attempt": str(s.index)}
+            msgs = self.messages(b.v)
+            body = request_body(ep, msgs, s.max_tokens, keys, self.opt.temperature)
+            self.requests += 1
+            self.pair_requests[(b.v, b.j)] += 1
+            out.tries += 1
+            sent[0], in_try[0] = False, True
+            marks = {"started": self.elapsed()}
+            out.try_log.append(marks)
+            self._release(s)  # no suspension before the try is on the wire (VirtualClock.transit)
+            r = await self._try(ep, body, headers, timeout, msgs, sent, marks=marks, key=(node_id, s.index))
+            in_try[0] = False
+            self._close_try(marks, r)
+        return r
+
+    def _took(self, b: _Batch, s: _Sample, ep: Endpoint, r: TryResult, out: _Outcome) -> None:
+        """What a returned try leaves: its reservation settled (on a trusted usage report, else at its amount) or
+        kept as possibly billed, and what the ``request`` line reports of it."""
+        if r.served_model is not None:
+            out.served_model = r.served_model
+        out.http_status = r.status_code
+        if r.kind != "ok":
+            out.error = r.detail
+        self.note_try(self.wf.stats.model_ids[b.j], r, out)
+        if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
+            trusted = r.usage_source == "usage"
+            full = self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted else s.res.amount
+            # a trusted report above the reservation is spent as reported (the server billed it)
+            out.charge += self.ledger.settle(s.res, full, beyond=trusted)
+            if full > s.res.amount:
+                out.faults["over_reservation"] += 1
+            s.res = None
+            if self.ledger.exhausted():
+                self.halt(_Ended("budget_exhausted", f"a server billed {self.ledger.over:.6g} beyond its "
+                                                     f"requests' reservations, which left no budget"))
+        elif r.billing == UNBILLED:
+            self.ledger.mark_possibly_billed(s.res)
+            s.res = None
+        for note in r.notes:
+            out.faults[note] += 1
+        if r.bad_text:
+            out.faults["bad_text"] += 1
+        if r.kind not in ("ok", "truncated"):
+            out.faults[r.kind] += 1
+
+    async def _follow(self, b: _Batch, s: _Sample, ep: Endpoint, r: TryResult, step: Step, out: _Outcome) -> bool:
+        """Do what the retry decision says; True to send again (after its back-off, on a fresh reservation when
+        the last try may have been billed)."""
+        model_id = self.wf.stats.model_ids[b.j]
+        if step.gate_s is not None:
+            gate_of(ep).close_for(step.gate_s)  # every sample and run of the process waits for it
+        if step.action == ANSWER:
+            out.status, out.text = r.kind, r.text
+            out.pt, out.ct, out.source = r.prompt_tokens, r.completion_tokens, r.usage_source
+            if r.kind == "truncated":
+                out.faults["truncated"] += 1
+            return False
+        if step.action == DOWN_BY_RETRY_AFTER:
+            self.model_down(model_id, replace(r, detail=f"{r.detail} (asks to wait {r.retry_after:.3g} s by "
+                                                        f"Retry-After, more than the time left)"))
+        elif step.action == DOWN:
+            self.model_down(model_id, r)
+        elif step.action == REFUSE_PAIR:
+            self.refuse_pair(b.v, b.j, r.detail)
+        if step.action != RETRY:
+            out.status = step.status
+            return False
+        if s.res is None and not self._reserve_again(b, s):  # the last try may have been billed
+            out.status = "budget"
+            return False
+        self.retries += 1
+        w0 = self.elapsed()
+        self._release(s)
+        await self.clock.sleep_wall(step.wait)
+        out.backoff_s += self.elapsed() - w0
+        return True
+
+    def _reserve_again(self, b: _Batch, s: _Sample) -> bool:
+        """A retry's fresh reservation, at most the sample's first (False: its expected cost no longer fits)."""
+        room = min(self.node_room(b.v), s.reservation)
+        tokens, amount = self.capped(b.v, b.j, room)
+        if self.expected_cost(b.v, b.j) > room or tokens < 1:
+            return False
+        s.res = self.ledger.reserve(amount, b.v, hold=s.place)
+        s.max_tokens = tokens
+        return True
+
+    def _close_request(self, b: _Batch, s: _Sample, ep: Endpoint, out: _Outcome, start: float,
+                       cut_off: bool) -> None:
+        """Every path's end: a reservation still held is possibly billed when cut off mid-request, else released;
+        the ``request`` line and the ledger line."""
+        self._release(s)
+        if s.res is not None and s.res.state == HELD:
+            if cut_off:  # cut off mid-request: the provider may bill it
+                self.ledger.mark_possibly_billed(s.res)
+            else:  # never reached the server (backoff, queue, connecting): nothing can be billed
+                self.ledger.release(s.res)
+            s.res = None
+        end = self.elapsed()
+        self.trace.write("request", t=round(end, 6), node=self.node_ids[b.v], model=self.wf.stats.model_ids[b.j],
+                         attempt=s.index, start=round(start, 6), end=round(end, 6), status=out.status,
+                         input_tokens=out.pt, output_tokens=out.ct, usage=out.source, cost=out.charge,
+                         max_tokens=int(s.max_tokens), max_tokens_capped=bool(s.max_tokens < ep.max_tokens),
+                         retries=max(out.tries - 1, 0), tries=out.tries, http_status=out.http_status,
+                         error=out.error or None, faults=dict(out.faults), **self._timing_fields(out, s, end, ep),
+                         **({"gateway_retries": out.gateway_retries} if out.gateway_retries else {}))
+        self.write_ledger()
 
     def _close_try(self, marks: dict[str, Any], r: TryResult) -> None:
         """A try's record once it returned: answered_at, its kind, status and what its reservation became."""
