@@ -30,7 +30,7 @@ it will meet:
   request reserves its worst case before it is sent and is settled on the
   reported usage (without a usable usage report: at its reservation); a
   trusted report above the reservation (a server that answered more than
-  asked) is spent as reported, counted apart (``over_reservation``), and
+  asked) is spent as reported, kept apart (``over_reservation``), and
   ends the run when it leaves no budget. A request that reached the server
   without a whole answer keeps its reservation as *unbilled* and is never
   re-sent on it, so spent + unbilled - over_reservation <= budget always.
@@ -84,15 +84,21 @@ from executor.tasks import Task
 from executor.trace import Trace
 from executor.workflow import EXECUTOR_VERSION
 from simulator.costs.arrays import DagArrays
-from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate, live_tables
-from simulator.engine.live_rules import (
+from simulator.engine.live_core import (
     END,
     LAUNCH,
-    atomic_admission,
-    atomic_reservation,
-    attempt_reservation,
-    tokens_within,
+    STALL,
+    admit_atomic,
+    admit_attempts,
+    atomic_shares,
+    launch_order,
+    method_uses,
+    ready_nodes,
+    some_launch_fits,
+    stuck_node,
 )
+from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate, live_tables
+from simulator.engine.live_rules import tokens_within
 from simulator.engine.loop import first_uncompletable
 from simulator.engine.registry import LIVE, LIVE_PER_ATTEMPT, execution_of
 from simulator.mcpp.api import build_view
@@ -488,17 +494,14 @@ class LiveRun:
         stuck = self.stuck()
         if stuck is not None:
             return stuck
-        for v in self.ready():
-            for j in range(self.m):
-                if self.allowed(v, j) and self.expected_cost(v, j) <= self.node_room(v):
-                    return "stalled", f"the method launched nothing for ready node(s) {[self.node_ids[r] for r in self.ready()]}"
+        if some_launch_fits(self.ready(), self.m, self.allowed, self.expected_cost, self.node_room):
+            return "stalled", f"the method launched nothing for ready node(s) {[self.node_ids[r] for r in self.ready()]}"
         return "budget_exhausted", (f"the budget left ({self.available():.6g} of {self.budget:.6g}) cannot pay the "
                                     f"expected cost of any launch of node(s) {[self.node_ids[r] for r in self.ready()]}")
 
     def method_uses(self, v: int, j: int) -> bool:
         """Is model j on node v one of the method's (its models, or the node's legacy model), refused or not?"""
-        ok = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else bool(self.mask[j])
-        return ok and bool(self.wf.arr.available[v, j])
+        return method_uses(self.wf.arr, self.mask, self.legacy_only, v, j)
 
     def allowed(self, v: int, j: int) -> bool:
         """May the run still launch model j on node v (the method's models, not refused, its model not down)?"""
@@ -506,20 +509,15 @@ class LiveRun:
 
     def stuck(self) -> tuple[str, str] | None:
         """(termination, message) when an unfinished node has no model left that could complete it."""
-        for v in range(self.n):
-            if self.completed[v] or (v in self.batches and self.batches[v].passed):
-                continue
-            if any(self.allowed(v, j) for j in range(self.m)):
-                continue
-            if v in self.batches and any(not s.done for s in self.batches[v].samples):
-                continue  # its batch may still pass
+        v = stuck_node(self.n, self.m, self.completed, lambda u: u in self.batches and self.batches[u].passed,
+                       self.allowed, lambda u: u in self.batches and any(not s.done for s in self.batches[u].samples))
+        if v >= 0:
             causes = [self.down[m] for j, m in enumerate(self.wf.stats.model_ids)
                       if self.wf.arr.available[v, j] and m in self.down]
             causes += [("refused", msg) for (u, _), msg in self.pair_refusals.items() if u == v]
-            if not causes:
-                return None
-            termination = "refused" if any(t == "refused" for t, _ in causes) else "provider_unavailable"
-            return termination, f"node {self.node_ids[v]} has no model left: {'; '.join(m for _, m in causes)}"
+            if causes:
+                termination = "refused" if any(t == "refused" for t, _ in causes) else "provider_unavailable"
+                return termination, f"node {self.node_ids[v]} has no model left: {'; '.join(m for _, m in causes)}"
         return None
 
     def check_stuck(self) -> None:
@@ -528,8 +526,7 @@ class LiveRun:
             self.halt(_Ended(*stuck))
 
     def ready(self) -> list[int]:
-        return [v for v in range(self.n) if not self.completed[v] and v not in self.batches
-                and all(self.completed[p] for p in self.parents[v])]
+        return ready_nodes(self.n, self.completed, self.batches.__contains__, self.parents)
 
     # -- what the planner may still use ----------------------------------------------------
 
@@ -668,56 +665,61 @@ class LiveRun:
     # -- launches --------------------------------------------------------------------------
 
     def launch_per_attempt(self, ready: list[int], action) -> None:
-        """The live rules' per-attempt launch (:func:`simulator.engine.live_rules.attempt_reservation`)."""
+        """The live rules' per-attempt launch (:func:`simulator.engine.live_core.admit_attempts`); a sample's
+        expected cost and ceiling add its prompt's cost, and it must buy at least one output token."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        order = sorted((v for v in ready if counts[v] > 0), key=lambda v: (-int(counts[v]), -self.node_ids[v]))
-        for v in order:
+        for v in launch_order(ready, counts, self.node_ids):
             j = int(models[v])
             if j < 0 or not self.plan_arr.available[v, j]:
                 continue
-            samples = []
-            for _ in range(int(counts[v])):
-                need = self.expected_cost(v, j)
-                room = self.node_room(v)
-                a = int(self.attempt_no[v * self.m + j])
-                self.attempt_no[v * self.m + j] += 1  # a refused attempt's number is consumed, as in the simulator
-                r = attempt_reservation(need, room, self.ceiling(v, j), self.rules.unit)
-                tokens, reservation = self.capped(v, j, max(r, 0.0))
-                if r < 0 or tokens < 1:
-                    self.trace.write("request", t=round(self.elapsed(), 6), node=self.node_ids[v],
-                                     model=self.wf.stats.model_ids[j], attempt=a, status="refused",
-                                     expected_cost=need, budget_left=self.available())
-                    break
+            samples: list[_Sample] = []
+            need = self.expected_cost(v, j)
+
+            def take(r: float, v: int = v, j: int = j, need: float = need, samples: list = samples) -> bool:
+                a = self.consume_attempt(v, j)
+                tokens, reservation = self.capped(v, j, r)
+                if tokens < 1:
+                    return self.refused(v, j, a, need)
                 samples.append(_Sample(a, reservation, tokens, res=self.ledger.hold(reservation, v)))
+                return True
+
+            admit_attempts(int(counts[v]), need, lambda v=v: self.node_room(v), self.ceiling(v, j), self.rules.unit,
+                           take, lambda v=v, j=j, need=need: self.refused(v, j, self.consume_attempt(v, j), need))
             if samples:
                 self.start_batch(v, j, samples)
         self.write_ledger()
 
+    def consume_attempt(self, v: int, j: int) -> int:
+        """The next attempt number of (v, j), consumed (a refused attempt's too, as in the simulator)."""
+        a = int(self.attempt_no[v * self.m + j])
+        self.attempt_no[v * self.m + j] += 1
+        return a
+
+    def refused(self, v: int, j: int, a: int, need: float) -> bool:
+        self.trace.write("request", t=round(self.elapsed(), 6), node=self.node_ids[v],
+                         model=self.wf.stats.model_ids[j], attempt=a, status="refused", expected_cost=need,
+                         budget_left=self.available())
+        return False
+
     def launch_atomic(self, ready: list[int], action) -> None:
-        """The live rules' atomic launch: admitted on expected costs, each sample capped at its share."""
+        """The live rules' atomic launch (:func:`simulator.engine.live_core.admit_atomic`): admitted on expected
+        costs (with the prompts' costs), each sample capped at its share."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        plan = []
-        total = 0.0
-        for v in ready:
-            j = int(models[v])
-            if counts[v] < 1 or j < 0 or not self.plan_arr.available[v, j]:
-                raise _Ended("stalled", f"the action gives node {self.node_ids[v]} no sample")
-            need = self.expected_cost(v, j)
-            plan.append((v, j, int(counts[v]), need))
-            total += need * int(counts[v])
         avail = self.available()
-        what = atomic_admission(total, avail, len(self.batches))
-        if what == END:
+        adm = admit_atomic(ready, models, counts, lambda v, j: bool(self.plan_arr.available[v, j]),
+                           self.expected_cost, avail, len(self.batches))
+        if adm.what == STALL:
+            raise _Ended("stalled", f"the action gives node {self.node_ids[adm.node]} no sample")
+        if adm.what == END:
             self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
-                             status="refused", expected_cost=total, budget_left=avail)
-            raise _Ended("budget_exhausted", f"the launch's expected cost ({total:.6g}) does not fit in the budget "
-                                             f"left ({avail:.6g} of {self.budget:.6g})")
-        if what != LAUNCH:
+                             status="refused", expected_cost=adm.total, budget_left=avail)
+            raise _Ended("budget_exhausted", f"the launch's expected cost ({adm.total:.6g}) does not fit in the "
+                                             f"budget left ({avail:.6g} of {self.budget:.6g})")
+        if adm.what != LAUNCH:
             return  # samples in flight hold part of the budget: decide again when the next batch ends
-        for v, j, k, need in plan:
+        for v, j, k, r in atomic_shares(adm, avail, self.ceiling, self.rules.unit):
             a0 = int(self.attempt_no[v * self.m + j])
             self.attempt_no[v * self.m + j] += k
-            r = atomic_reservation(need, total, avail, self.ceiling(v, j), self.rules.unit)
             tokens, reservation = self.capped(v, j, r)
             self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens, res=self.ledger.hold(reservation, v))
                                     for i in range(k)])
