@@ -55,7 +55,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -81,7 +81,7 @@ from executor.ledger import HELD, SETTLED, UNBILLED, Hold, Ledger, Reservation, 
 from executor.offload import PLANNER
 from executor.retry import ANSWER, DOWN, DOWN_BY_RETRY_AFTER, REFUSE_PAIR, RETRY, Step, next_step
 from executor.tasks import Task
-from executor.trace import Trace
+from executor.trace import Trace, summarize
 from executor.workflow import EXECUTOR_VERSION
 from simulator.costs.arrays import DagArrays
 from simulator.engine.live_core import (
@@ -171,6 +171,13 @@ class RunResult:
     decisions: list[tuple] = field(default_factory=list)
     #: spent beyond the reservations (servers that billed more than they were asked; in ``spent``)
     over_reservation: float = 0.0
+    #: the run's trace events, as written (the report reads them here, not back from the file)
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The run's report (:func:`executor.trace.summarize` of its events): what ``executor run`` prints."""
+        return summarize(self.events)
 
 
 def run_identity(wf: Workflow) -> dict[str, Any]:
@@ -475,7 +482,7 @@ class LiveRun:
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
                         self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
-                        self.overhead_ms, self.decision_log, self.ledger.over)
+                        self.overhead_ms, self.decision_log, self.ledger.over, self.trace.events)
         starved.close()
         slip = None if self.clock.pausable else starvation.explain_slip(
             res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
@@ -1145,17 +1152,25 @@ class RunSpec:
     trial: int = 0
 
 
-def open_run(wf: Workflow, endpoints: Mapping[str, Endpoint], method: str, spec: RunSpec, *,
-             http: httpx.AsyncClient, clock: Clock, trace: Trace, params: Mapping[str, Any] | None = None,
-             options: Options | None = None, health: EndpointHealth | None = None,
-             limits: Mapping[str, asyncio.Semaphore] | None = None) -> LiveRun:
-    """The one way to build a :class:`LiveRun`: ``method`` on ``wf`` through ``endpoints`` as ``spec`` asks.
+@contextlib.asynccontextmanager
+async def open_run(wf: Workflow, endpoints: Mapping[str, Endpoint], method: str, spec: RunSpec, *,
+                   http: httpx.AsyncClient, clock: Clock, trace: Trace, params: Mapping[str, Any] | None = None,
+                   options: Options | None = None, health: EndpointHealth | None = None,
+                   limits: Mapping[str, asyncio.Semaphore] | None = None) -> AsyncIterator[LiveRun]:
+    """The one way to hold a :class:`LiveRun`: ``method`` on ``wf`` through ``endpoints`` as ``spec`` asks.
 
-    ``http``, ``clock`` and ``trace`` are the run's connections, time and
-    log; ``params`` the method's parameters; ``options`` the executor's
-    knobs; ``health`` and ``limits`` are shared by concurrent runs (endpoint
-    health, per-endpoint concurrency).
+    ``async with open_run(...) as run: result = await run.run()``. ``http``,
+    ``clock`` and ``trace`` are the run's connections, time and log;
+    ``params`` the method's parameters; ``options`` the executor's knobs;
+    ``health`` and ``limits`` are shared by concurrent runs (endpoint
+    health, per-endpoint concurrency). Leaving the block by any path
+    (an error, a cancellation, a caller that gave up) cancels what the run
+    still has in flight, whose reservations the ledger then settles.
     """
-    return LiveRun(wf, endpoints, method, spec.budget, spec.deadline, http=http, clock=clock, trace=trace,
-                   params=params, seed=spec.seed, trial=spec.trial, options=options, health=health,
-                   limits=limits)  # fmt: skip
+    run = LiveRun(wf, endpoints, method, spec.budget, spec.deadline, http=http, clock=clock, trace=trace,
+                  params=params, seed=spec.seed, trial=spec.trial, options=options, health=health,
+                  limits=limits)  # fmt: skip
+    try:
+        yield run
+    finally:
+        await run.cancel_all("run_end")  # nothing left in flight (a no-op after a whole run)
