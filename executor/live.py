@@ -51,10 +51,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -63,23 +61,19 @@ from typing import Any
 import httpx
 import numpy as np
 
-from executor import starvation, verifiers
+from executor import starvation
 from executor.client import (
     DOWN_KINDS,
     EndpointHealth,
     TryResult,
-    backoff_s,
-    gate_of,
     prompt_token_bound,
-    request_body,
-    try_once,
 )
 from executor.clock import Clock
 from executor.endpoints import Endpoint
 from executor.estimates import Observations, Residuals, posterior_arrays
-from executor.ledger import HELD, SETTLED, UNBILLED, Hold, Ledger, Reservation, billing_of
+from executor.ledger import Ledger
 from executor.offload import PLANNER
-from executor.retry import ANSWER, DOWN, DOWN_BY_RETRY_AFTER, REFUSE_PAIR, RETRY, Step, next_step
+from executor.sampling import Batch, Ended, Sample, SampleRequests
 from executor.tasks import Task
 from executor.trace import Trace, summarize
 from executor.workflow import EXECUTOR_VERSION
@@ -189,71 +183,6 @@ def run_identity(wf: Workflow) -> dict[str, Any]:
             "executor_version": EXECUTOR_VERSION}
 
 
-#: :meth:`LiveRun._may_send`: the sample waited at its endpoint's gate; decide again
-_AGAIN = -1.0
-
-
-class _Ended(Exception):
-    def __init__(self, reason: str, message: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.message = message
-
-
-@dataclass
-class _Sample:
-    index: int  # attempt number of (node, model) in the run (the world's draw key)
-    reservation: float  # the amount of its first reservation (a retry reserves at most this)
-    max_tokens: int
-    res: Reservation | None = None
-    task: asyncio.Task | None = None
-    passed: bool = False
-    done: bool = False
-    #: why it was cancelled: "deadline", "sibling" (a sibling passed) or "run_end" (the run ended otherwise)
-    cancel_reason: str | None = None
-    #: a pausable clock's hold from the launch until the request is on the wire (LiveRun._hold)
-    hold: Any = None
-    #: its place in the ledger's batch hold (a retry's fresh reservation joins it)
-    place: Hold | None = None
-
-    def __post_init__(self) -> None:
-        if self.res is not None:
-            self.place = self.res.hold
-
-
-@dataclass
-class _Batch:
-    v: int
-    j: int
-    t_launch: float
-    samples: list[_Sample]
-    judged: int = 0
-    passed: bool = False
-    answers: dict[int, str] = field(default_factory=dict)
-
-
-@dataclass
-class _Outcome:
-    """What one sample's requests came to (one ``request`` line)."""
-
-    status: str = "failed"
-    text: str = ""
-    pt: float | None = 0
-    ct: float | None = 0
-    source: str = "none"
-    charge: float = 0.0
-    tries: int = 0
-    http_status: int | None = None
-    error: str = ""
-    faults: Counter = field(default_factory=Counter)
-    #: per try: sent_at, first_byte_at, answered_at (run model seconds), kind, http_status, billing
-    try_log: list[dict[str, Any]] = field(default_factory=list)
-    queued_s: float = 0.0  # model seconds waiting for the endpoint's concurrency slot
-    backoff_s: float = 0.0  # model seconds in retry back-off and at Retry-After gates
-    served_model: str | None = None
-    gateway_retries: int = 0  # retries gateways said they made upstream for this sample's tries
-
-
 class LiveRun:
     """One run of a workflow by a method under a budget (cost unit) and a deadline (model seconds)."""
 
@@ -264,12 +193,14 @@ class LiveRun:
                  limits: Mapping[str, asyncio.Semaphore] | None = None) -> None:
         self.wf, self.endpoints, self.method = wf, endpoints, method
         self.budget, self.deadline = float(budget), float(deadline)
-        self.http, self.clock, self.trace = http, clock, trace
+        self.clock, self.trace = clock, trace
         self.seed, self.trial = int(seed), int(trial)
         self.opt = options or Options()
-        self.health = health or EndpointHealth(self.opt.down_after)  # per run: one run's faults end no other
-        self.limits = limits if limits is not None else {m: asyncio.Semaphore(ep.concurrency)
-                                                         for m, ep in endpoints.items()}
+        # the HTTP side: per run health (one run's faults end no other), per endpoint concurrency
+        self.io = SampleRequests(self, http, health or EndpointHealth(self.opt.down_after),
+                                 limits if limits is not None else {m: asyncio.Semaphore(ep.concurrency)
+                                                                    for m, ep in endpoints.items()},
+                                 self.seed, self.trial)
         self.spec = method_spec(method)
         self.params = params
         self._twin = None
@@ -287,7 +218,7 @@ class LiveRun:
         self.node_ids = [int(x) for x in wf.stats.node_ids]
         self.parents = [list(arr.parent_idx[arr.parent_ptr[v]:arr.parent_ptr[v + 1]]) for v in range(arr.n)]
         self.completed = np.zeros(arr.n, dtype=np.bool_)
-        self.batches: dict[int, _Batch] = {}
+        self.batches: dict[int, Batch] = {}
         self.attempt_no = np.zeros(arr.n * arr.m, dtype=np.int64)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)
         self._messages: dict[int, list[dict[str, str]]] = {}  # node position -> its requests' messages
@@ -296,14 +227,10 @@ class LiveRun:
         self.plan_arr = arr
         self.down: dict[str, tuple[str, str]] = {}  # model id -> (termination it would cause, message)
         self.pair_refusals: dict[tuple[int, int], str] = {}
-        self.pair_requests: Counter = Counter()
-        #: per model: (failed tries since its last answer, the last upstream error a gateway reported retrying)
-        self.failing: dict[str, tuple[int, str]] = {}
         self.finished: asyncio.Queue[int] = asyncio.Queue()
         self.residuals = Residuals(arr)
         self.obs = Observations()
-        self.rng = random.Random(self.seed * 1_000_003 + self.trial)
-        self.decisions = self.requests = self.retries = 0
+        self.decisions = 0
         self.decision_points = 0  # decisions asked for, with or without a ready node (the planner's key)
         self.planner_ms = 0.0
         self.planner_wall = 0.0  # seconds spent waiting for planner calls (queue included)
@@ -311,7 +238,7 @@ class LiveRun:
         self.overhead_ms: list[float] = []  # per batch end: the executor's own time (planner call excluded)
         self.t0 = 0.0
         self._halt: asyncio.Future | None = None
-        self._pending_halt: _Ended | None = None
+        self._pending_halt: Ended | None = None
         #: set once the first decision has launched (or the run ended): ``agree``'s start barrier waits for it
         self.launched = asyncio.Event()
         self.samples_started = 0
@@ -388,7 +315,7 @@ class LiveRun:
 
     # -- ending ----------------------------------------------------------------------------
 
-    def halt(self, ended: _Ended) -> None:
+    def halt(self, ended: Ended) -> None:
         """End the run at once (the first reason wins): the main loop and a pending planner call wake up."""
         if self._halt is None:
             self._pending_halt = self._pending_halt or ended
@@ -397,14 +324,14 @@ class LiveRun:
 
     def interrupt(self, signal_name: str) -> None:
         """SIGINT/SIGTERM: end the run, cancel what is in flight, write the ``end`` event with the ledger."""
-        self.halt(_Ended("interrupted", f"{signal_name} received: the run was interrupted"))
+        self.halt(Ended("interrupted", f"{signal_name} received: the run was interrupted"))
 
     def unfinished(self) -> list[int]:
         return [self.node_ids[v] for v in range(self.n) if not self.completed[v]]
 
     async def _deadline_watch(self) -> None:
         await self.clock.sleep_until(self.t0 + self.deadline, priority=1)  # after answers due at D
-        self.halt(_Ended("deadline_exhausted", f"the deadline ({self.deadline:.6g} model s) passed with "
+        self.halt(Ended("deadline_exhausted", f"the deadline ({self.deadline:.6g} model s) passed with "
                                                f"node(s) {self.unfinished()} unfinished"))
 
     # -- the run ---------------------------------------------------------------------------
@@ -440,14 +367,14 @@ class LiveRun:
         reason, message = "completed", ""
         try:
             if first_uncompletable(self.wf.arr, self.mask, self.legacy_only) >= 0:
-                raise _Ended("stalled", "a node no allowed model can complete")
+                raise Ended("stalled", "a node no allowed model can complete")
             await self.decide()
             self.launched.set()
             while not self.completed.all():
                 if self._halt.done():
                     raise self._halt.result()
                 if not self.batches:
-                    raise _Ended(*self.no_progress())
+                    raise Ended(*self.no_progress())
                 getter = asyncio.ensure_future(self.finished.get())
                 await asyncio.wait({getter, self._halt}, return_when=asyncio.FIRST_COMPLETED)
                 if self._halt.done():
@@ -463,7 +390,7 @@ class LiveRun:
                 # the event's own cost: handling the batch end, the replanning bookkeeping and the launches,
                 # not the planner call (which runs on the planner thread while the loop serves others)
                 self.overhead_ms.append((time.perf_counter() - t_ev - (self.planner_wall - plan_before)) * 1e3)
-        except _Ended as e:
+        except Ended as e:
             reason, message = e.reason, e.message
         finally:
             self.launched.set()
@@ -472,7 +399,7 @@ class LiveRun:
                 self._let_go(self._finish_holds.pop())
             await self.cancel_all("deadline" if reason == "deadline_exhausted" else "run_end")
         if reason == "deadline_exhausted":
-            out_all, said = self.outage()
+            out_all, said = self.io.outage()
             if out_all:
                 reason, message = "provider_unavailable", f"every model is unavailable: {said} ({message})"
             elif said:
@@ -481,7 +408,7 @@ class LiveRun:
         success = reason == "completed"
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
-                        self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
+                        self.unbilled, self.io.requests, self.io.retries, self.decisions, self.planner_ms, message,
                         self.overhead_ms, self.decision_log, self.ledger.over, self.trace.events)
         starved.close()
         slip = None if self.clock.pausable else starvation.explain_slip(
@@ -530,7 +457,7 @@ class LiveRun:
     def check_stuck(self) -> None:
         stuck = self.stuck()
         if stuck is not None:
-            self.halt(_Ended(*stuck))
+            self.halt(Ended(*stuck))
 
     def ready(self) -> list[int]:
         return ready_nodes(self.n, self.completed, self.batches.__contains__, self.parents)
@@ -551,7 +478,7 @@ class LiveRun:
         ep = self.endpoints[model_id]
         termination = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
         why = r.detail or r.kind
-        words = self.failing.get(model_id, (0, ""))[1]
+        words = self.io.failing.get(model_id, (0, ""))[1]
         if r.kind in DOWN_KINDS and words and words not in why:  # tries timing out behind a retrying gateway
             why += f"; last upstream error: {words}"
         if r.status_code in (401, 403):  # name where the key came from
@@ -679,7 +606,7 @@ class LiveRun:
             j = int(models[v])
             if j < 0 or not self.plan_arr.available[v, j]:
                 continue
-            samples: list[_Sample] = []
+            samples: list[Sample] = []
             need = self.expected_cost(v, j)
 
             def take(r: float, v: int = v, j: int = j, need: float = need, samples: list = samples) -> bool:
@@ -687,7 +614,7 @@ class LiveRun:
                 tokens, reservation = self.capped(v, j, r)
                 if tokens < 1:
                     return self.refused(v, j, a, need)
-                samples.append(_Sample(a, reservation, tokens, res=self.ledger.hold(reservation, v)))
+                samples.append(Sample(a, reservation, tokens, res=self.ledger.hold(reservation, v)))
                 return True
 
             admit_attempts(int(counts[v]), need, lambda v=v: self.node_room(v), self.ceiling(v, j), self.rules.unit,
@@ -716,11 +643,11 @@ class LiveRun:
         adm = admit_atomic(ready, models, counts, lambda v, j: bool(self.plan_arr.available[v, j]),
                            self.expected_cost, avail, len(self.batches))
         if adm.what == STALL:
-            raise _Ended("stalled", f"the action gives node {self.node_ids[adm.node]} no sample")
+            raise Ended("stalled", f"the action gives node {self.node_ids[adm.node]} no sample")
         if adm.what == END:
             self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
                              status="refused", expected_cost=adm.total, budget_left=avail)
-            raise _Ended("budget_exhausted", f"the launch's expected cost ({adm.total:.6g}) does not fit in the "
+            raise Ended("budget_exhausted", f"the launch's expected cost ({adm.total:.6g}) does not fit in the "
                                              f"budget left ({avail:.6g} of {self.budget:.6g})")
         if adm.what != LAUNCH:
             return  # samples in flight hold part of the budget: decide again when the next batch ends
@@ -728,17 +655,17 @@ class LiveRun:
             a0 = int(self.attempt_no[v * self.m + j])
             self.attempt_no[v * self.m + j] += k
             tokens, reservation = self.capped(v, j, r)
-            self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens, res=self.ledger.hold(reservation, v))
+            self.start_batch(v, j, [Sample(a0 + i, reservation, tokens, res=self.ledger.hold(reservation, v))
                                     for i in range(k)])
         self.write_ledger()
 
-    def start_batch(self, v: int, j: int, samples: list[_Sample]) -> None:
-        b = _Batch(v, j, self.elapsed(), samples)
+    def start_batch(self, v: int, j: int, samples: list[Sample]) -> None:
+        b = Batch(v, j, self.elapsed(), samples)
         self.batches[v] = b
         self.samples_started += len(samples)
         for s in samples:
             s.hold = self._hold()  # model time waits until the request is on the wire (or waits for a reason)
-            s.task = asyncio.ensure_future(self.sample(b, s))
+            s.task = asyncio.ensure_future(self.io.sample(b, s))
             s.task.add_done_callback(lambda _t, s=s: self._release(s))  # also a task cancelled before it ran
 
     # -- holding a pausable clock between steps -------------------------------------------
@@ -762,7 +689,7 @@ class LiveRun:
         if cm is not None:
             cm.__exit__(None, None, None)
 
-    def _release(self, s: _Sample) -> None:
+    def _release(self, s: Sample) -> None:
         hold, s.hold = s.hold, None
         self._let_go(hold)
 
@@ -772,351 +699,6 @@ class LiveRun:
         self.finished.put_nowait(v)
 
     # -- one sample ------------------------------------------------------------------------
-
-    async def sample(self, b: _Batch, s: _Sample) -> None:
-        """One sample: its request (with retries), its verdict, its report to the batch; never dies silently."""
-        v, model_id = b.v, self.wf.stats.model_ids[b.j]
-        node_id = self.node_ids[v]
-        judge_wall: float | None = None
-        try:
-            out = await self.request(b, s)
-            passed, why = False, out.status
-            if out.status in ("ok", "truncated"):
-                task: Task = self.wf.tasks[node_id]
-                parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
-                judge0 = time.perf_counter()
-                with self.clock.paused():  # a verdict costs no model time where the clock can stop (agree)
-                    passed, why = await verifiers.judge(task, out.text, parents,
-                                                        self.clock.to_wall(max(self.time_left(), 0.0)))
-                judge_wall = time.perf_counter() - judge0
-                self.obs.add(v, b.j, passed, self.elapsed() - b.t_launch, out.charge)
-        except asyncio.CancelledError:
-            s.done = True
-            raise
-        except Exception as exc:  # noqa: BLE001 (a bug in one sample is that sample's failure, in the trace)
-            passed, why = False, f"executor_error: {type(exc).__name__}: {exc}"[:200]
-            judge_wall = None
-        s.passed, s.done = passed, True
-        b.judged += 1
-        if passed and not b.passed:
-            b.passed = True
-            b.answers[s.index] = out.text
-        self.trace.write("verdict", t=round(self.elapsed(), 6), node=node_id, model=model_id, attempt=s.index,
-                         passed=passed, reason=why, judge_wall_s=None if judge_wall is None else round(judge_wall, 6),
-                         node_completed=bool(b.passed and (b.judged == len(b.samples) or self.opt.cancel_siblings)))
-        if passed and self.opt.cancel_siblings:
-            for o in b.samples:
-                if o is not s and not o.done and o.task is not None:
-                    o.cancel_reason = o.cancel_reason or "sibling"
-                    o.task.cancel()
-            self._finish(v)
-        elif b.judged == len(b.samples) and not (b.passed and self.opt.cancel_siblings):
-            self._finish(v)
-
-    async def request(self, b: _Batch, s: _Sample) -> _Outcome:
-        """Send one sample's request with braked retries (:func:`executor.retry.next_step`); every path settles,
-        marks or releases its reservation (:func:`executor.ledger.billing_of`) and writes one ``request`` line."""
-        model_id = self.wf.stats.model_ids[b.j]
-        ep = self.endpoints[model_id]
-        out, start, sent, in_try = _Outcome(), self.elapsed(), [False], [False]
-        try:
-            while True:
-                timeout = await self._may_send(b, s, ep, out)
-                if timeout is None:
-                    break
-                if timeout == _AGAIN:
-                    continue
-                r = await self._send(b, s, ep, out, timeout, sent, in_try)
-                if r is None:
-                    continue
-                self._took(b, s, ep, r, out)
-                step = self._next_step(model_id, r, out)
-                if not await self._follow(b, s, ep, r, step, out):
-                    break
-        except asyncio.CancelledError:
-            out.status = "cancelled"
-            raise
-        except Exception as exc:
-            out.status, out.error = "executor_error", f"{type(exc).__name__}: {exc}"[:200]
-            raise
-        finally:
-            self._close_request(b, s, ep, out, start, in_try[0] and sent[0])
-        return out
-
-    def _next_step(self, model_id: str, r: TryResult, out: _Outcome) -> Step:
-        """The retry decision (:func:`executor.retry.next_step`) with this run's health, clock and random stream."""
-        return next_step(r.kind, retry_after=r.retry_after, wall_left=lambda: self.clock.to_wall(self.time_left()),
-                         tries=out.tries, max_tries=self.opt.max_tries,
-                         health=lambda: self.health.record(model_id, r.kind, weight=1 + (r.gateway_retries or 0)),
-                         backoff=lambda: backoff_s(out.tries, r.retry_after, self.opt.backoff_base_s,
-                                                   self.opt.backoff_cap_s, self.rng))
-
-    async def _may_send(self, b: _Batch, s: _Sample, ep: Endpoint, out: _Outcome) -> float | None:
-        """Before a try: None to stop (``out.status`` says why), ``_AGAIN`` after waiting at the endpoint's gate
-        (a Retry-After), else the try's timeout."""
-        model_id = self.wf.stats.model_ids[b.j]
-        if model_id in self.down:
-            out.status = "model_down"
-            return None
-        wait = gate_of(ep).wait_s()
-        if wait > 0:  # the endpoint asked every client to wait (Retry-After)
-            if wait >= self.clock.to_wall(self.time_left()):
-                self.model_down(model_id, TryResult(
-                    "http_429", status_code=429,
-                    detail=f"asks to wait {wait:.3g} s (Retry-After), more than the time left"))
-                out.status = "model_down"
-                return None
-            w0 = self.elapsed()
-            self._release(s)
-            await self.clock.sleep_wall(wait)
-            out.backoff_s += self.elapsed() - w0
-            return _AGAIN
-        if self.pair_requests[(b.v, b.j)] >= self.opt.max_requests_per_pair:
-            out.status = "request_ceiling"
-            out.error = f"{self.opt.max_requests_per_pair} requests for this (node, model) in this run"
-            self.refuse_pair(b.v, b.j, f"reached the ceiling of {out.error}")
-            return None
-        timeout = self.clock.timeout_for(self.time_left(), ep.request_timeout_s)
-        if timeout <= 0:
-            out.status = "deadline"
-            return None
-        return timeout
-
-    async def _send(self, b: _Batch, s: _Sample, ep: Endpoint, out: _Outcome, timeout: float, sent: list[bool],
-                    in_try: list[bool]) -> TryResult | None:
-        """One try in the endpoint's concurrency slot (None: its model went down or its gate closed meanwhile)."""
-        model_id, node_id = self.wf.stats.model_ids[b.j], self.node_ids[b.v]
-        q0 = self.elapsed()
-        if self.limits[model_id].locked():  # queued for a slot: model time may pass meanwhile
-            self._release(s)
-        async with self.limits[model_id]:
-            out.queued_s += self.elapsed() - q0
-            if model_id in self.down or gate_of(ep).wait_s() > 0:
-                return None
-            keys = {"dag": self.wf.dag_row, "node": node_id, "trial": self.trial, "attempt": s.index}
-            headers = {"X-MCPP-Dag": str(self.wf.dag_row), "X-MCPP-Node": str(node_id),
-                       "X-MCPP-Trial": str(self.trial), "X-MCPP-Attempt": str(s.index)}
-            msgs = self.messages(b.v)
-            body = request_body(ep, msgs, s.max_tokens, keys, self.opt.temperature)
-            self.requests += 1
-            self.pair_requests[(b.v, b.j)] += 1
-            out.tries += 1
-            sent[0], in_try[0] = False, True
-            marks = {"started": self.elapsed()}
-            out.try_log.append(marks)
-            self._release(s)  # no suspension before the try is on the wire (VirtualClock.transit)
-            r = await self._try(ep, body, headers, timeout, msgs, sent, marks=marks, key=(node_id, s.index))
-            in_try[0] = False
-            self._close_try(marks, r)
-        return r
-
-    def _took(self, b: _Batch, s: _Sample, ep: Endpoint, r: TryResult, out: _Outcome) -> None:
-        """What a returned try leaves: its reservation settled (on a trusted usage report, else at its amount) or
-        kept as possibly billed, and what the ``request`` line reports of it."""
-        if r.served_model is not None:
-            out.served_model = r.served_model
-        out.http_status = r.status_code
-        if r.kind != "ok":
-            out.error = r.detail
-        self.note_try(self.wf.stats.model_ids[b.j], r, out)
-        if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
-            trusted = r.usage_source == "usage"
-            full = self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted else s.res.amount
-            # a trusted report above the reservation is spent as reported (the server billed it)
-            out.charge += self.ledger.settle(s.res, full, beyond=trusted)
-            if full > s.res.amount:
-                out.faults["over_reservation"] += 1
-            s.res = None
-            if self.ledger.exhausted():
-                self.halt(_Ended("budget_exhausted", f"a server billed {self.ledger.over:.6g} beyond its "
-                                                     f"requests' reservations, which left no budget"))
-        elif r.billing == UNBILLED:
-            self.ledger.mark_possibly_billed(s.res)
-            s.res = None
-        for note in r.notes:
-            out.faults[note] += 1
-        if r.bad_text:
-            out.faults["bad_text"] += 1
-        if r.kind not in ("ok", "truncated"):
-            out.faults[r.kind] += 1
-
-    async def _follow(self, b: _Batch, s: _Sample, ep: Endpoint, r: TryResult, step: Step, out: _Outcome) -> bool:
-        """Do what the retry decision says; True to send again (after its back-off, on a fresh reservation when
-        the last try may have been billed)."""
-        model_id = self.wf.stats.model_ids[b.j]
-        if step.gate_s is not None:
-            gate_of(ep).close_for(step.gate_s)  # every sample and run of the process waits for it
-        if step.action == ANSWER:
-            out.status, out.text = r.kind, r.text
-            out.pt, out.ct, out.source = r.prompt_tokens, r.completion_tokens, r.usage_source
-            if r.kind == "truncated":
-                out.faults["truncated"] += 1
-            return False
-        if step.action == DOWN_BY_RETRY_AFTER:
-            self.model_down(model_id, replace(r, detail=f"{r.detail} (asks to wait {r.retry_after:.3g} s by "
-                                                        f"Retry-After, more than the time left)"))
-        elif step.action == DOWN:
-            self.model_down(model_id, r)
-        elif step.action == REFUSE_PAIR:
-            self.refuse_pair(b.v, b.j, r.detail)
-        if step.action != RETRY:
-            out.status = step.status
-            return False
-        if s.res is None and not self._reserve_again(b, s):  # the last try may have been billed
-            out.status = "budget"
-            return False
-        self.retries += 1
-        w0 = self.elapsed()
-        self._release(s)
-        await self.clock.sleep_wall(step.wait)
-        out.backoff_s += self.elapsed() - w0
-        return True
-
-    def _reserve_again(self, b: _Batch, s: _Sample) -> bool:
-        """A retry's fresh reservation, at most the sample's first (False: its expected cost no longer fits)."""
-        room = min(self.node_room(b.v), s.reservation)
-        tokens, amount = self.capped(b.v, b.j, room)
-        if self.expected_cost(b.v, b.j) > room or tokens < 1:
-            return False
-        s.res = self.ledger.reserve(amount, b.v, hold=s.place)
-        s.max_tokens = tokens
-        return True
-
-    def _close_request(self, b: _Batch, s: _Sample, ep: Endpoint, out: _Outcome, start: float,
-                       cut_off: bool) -> None:
-        """Every path's end: a reservation still held is possibly billed when cut off mid-request, else released;
-        the ``request`` line and the ledger line."""
-        self._release(s)
-        if s.res is not None and s.res.state == HELD:
-            if cut_off:  # cut off mid-request: the provider may bill it
-                self.ledger.mark_possibly_billed(s.res)
-            else:  # never reached the server (backoff, queue, connecting): nothing can be billed
-                self.ledger.release(s.res)
-            s.res = None
-        end = self.elapsed()
-        self.trace.write("request", t=round(end, 6), node=self.node_ids[b.v], model=self.wf.stats.model_ids[b.j],
-                         attempt=s.index, start=round(start, 6), end=round(end, 6), status=out.status,
-                         input_tokens=out.pt, output_tokens=out.ct, usage=out.source, cost=out.charge,
-                         max_tokens=int(s.max_tokens), max_tokens_capped=bool(s.max_tokens < ep.max_tokens),
-                         retries=max(out.tries - 1, 0), tries=out.tries, http_status=out.http_status,
-                         error=out.error or None, faults=dict(out.faults), **self._timing_fields(out, s, end, ep),
-                         **({"gateway_retries": out.gateway_retries} if out.gateway_retries else {}))
-        self.write_ledger()
-
-    def _close_try(self, marks: dict[str, Any], r: TryResult) -> None:
-        """A try's record once it returned: answered_at, its kind, status and what its reservation became."""
-        marks["answered_at" if r.kind in ("ok", "truncated") else "ended_at"] = self.elapsed()
-        marks.setdefault("sent_at", None)
-        marks.setdefault("first_byte_at", None)
-        marks.update(kind=r.kind, http_status=r.status_code, billing=r.billing)
-
-    def _timing_fields(self, out: _Outcome, s: _Sample, end: float, ep: Endpoint) -> dict[str, Any]:
-        """The ``request`` line's learning fields (``docs/executor.md``, trace): per-try times, the settled try's
-        latency, queue and back-off time, the cancel reason and what is censored (a cancelled request's latency,
-        a cut answer's tokens), the model that answered, temperature."""
-        def r6(x):
-            return None if x is None else round(float(x), 6)
-
-        for m in out.try_log:
-            m.pop("started", None)
-            for k in ("sent_at", "first_byte_at", "answered_at", "ended_at"):
-                if k in m:
-                    m[k] = r6(m[k])
-        last = out.try_log[-1] if out.try_log else {}
-        latency = None
-        if out.status in ("ok", "truncated") and last.get("sent_at") is not None and last.get("answered_at") is not None:
-            latency = last["answered_at"] - last["sent_at"]
-        censored, censored_at, cancel_reason = None, None, None
-        if out.status == "cancelled":
-            cancel_reason = s.cancel_reason or "run_end"
-            if last and last.get("sent_at") is not None and "answered_at" not in last and "ended_at" not in last:
-                censored, censored_at = "latency", end - last["sent_at"]  # on the wire when cancelled: L > this
-        elif out.status == "truncated":
-            censored, censored_at = "tokens", float(s.max_tokens)  # cut at max_tokens: the answer is longer
-        return {"try_log": out.try_log, "sent_at": last.get("sent_at"), "first_byte_at": last.get("first_byte_at"),
-                "answered_at": last.get("answered_at"), "latency": r6(latency), "queued_s": r6(out.queued_s),
-                "backoff_s": r6(out.backoff_s), "cancel_reason": cancel_reason, "censored": censored,
-                "censored_at": r6(censored_at), "served_model": out.served_model,
-                "temperature": self.opt.temperature}
-
-    async def _try(self, ep: Endpoint, body, headers, timeout: float, msgs, sent: list[bool], *,
-                   marks: dict[str, Any] | None = None, key: tuple | None = None) -> TryResult:
-        """One try. On a pausable clock (``agree``) its timeout runs on that clock, as the world's answers do: a
-        planner pause stops both, so a fault-free world never times out because other runs were planning.
-        ``marks`` gets the try's ``sent_at`` and ``first_byte_at`` (run model seconds); ``key`` (node id,
-        attempt) names the request to a virtual clock, which matches it to the world's sleep for it."""
-        marks = {} if marks is None else marks
-
-        def on_mark(name: str) -> None:
-            marks[f"{name}_at"] = self.elapsed()
-
-        if not self.clock.pausable:
-            return await try_once(self.http, ep, body, headers, timeout, msgs, sent, on_mark)
-        wire = None if key is None else (self.wf.dag_row, self.trial, key[0], ep.model, key[1])
-        with self.clock.transit(wire):  # on a virtual clock, model time waits for the request to reach the world
-            attempt = asyncio.ensure_future(try_once(self.http, ep, body, headers, 3600.0, msgs, sent, on_mark))
-            timer = asyncio.ensure_future(self.clock.sleep_until(self.clock.now() + timeout / self.clock.scale))
-            try:
-                await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                timer.cancel()
-                if not attempt.done():
-                    attempt.cancel()
-            if not attempt.cancelled() and attempt.done():
-                return attempt.result()
-            with contextlib.suppress(asyncio.CancelledError):
-                await attempt
-        return TryResult("timeout", detail=f"no whole answer within {timeout:.3g} s of model time x scale",
-                         billing=billing_of(sent[0], False, False))
-
-    def note_try(self, model_id: str, r: TryResult, out: _Outcome) -> None:
-        """Keep what a try says of its model's health: a gateway's retries (the trace shows them) and the
-        failed tries since the model last answered, with the last upstream error a gateway retried."""
-        if r.gateway_retries:
-            out.gateway_retries += r.gateway_retries
-            out.faults["gateway_retried"] += 1
-        n, words = self.failing.get(model_id, (0, ""))
-        if r.kind not in DOWN_KINDS and r.kind != "http_429":  # it answered (or refused): not an outage
-            self.failing.pop(model_id, None)
-            return
-        if r.gateway_retries and r.status_code is not None:  # a gateway says it retried an upstream error
-            words = r.detail
-        self.failing[model_id] = (n + 1 + (r.gateway_retries or 0), words)
-
-    def outage(self) -> tuple[bool, str]:
-        """(every model the unfinished nodes may use is down or failing behind a retrying gateway, what was seen).
-
-        A try that timed out says nothing by itself; a model counts as failing when every try since its last
-        answer failed and one of them was an error answer a gateway said it retried upstream (a retry-count
-        header): the tries that time out meanwhile are the gateway retrying the same upstream error (its
-        backoff outlasts our timeout), and the run is ``provider_unavailable``, not a missed deadline."""
-        said, hints, all_out, any_model = [], [], True, False
-        for v in range(self.n):
-            if self.completed[v]:
-                continue
-            for j, m in enumerate(self.wf.stats.model_ids):
-                if not self.method_uses(v, j):
-                    continue
-                any_model = True
-                if m in self.down:
-                    if self.down[m][0] != "provider_unavailable":
-                        all_out = False
-                    continue
-                n, words = self.failing.get(m, (0, ""))
-                if n == 0 or not words:
-                    all_out = False
-                    if n and self.endpoints[m].errors_may_bill:  # timeouts alone, behind a gateway that retries
-                        line = (f"model {m!r} ({self.endpoints[m].url}): {n} tries failed since its last answer and "
-                                f"none said why (behind a gateway that retries, an upstream outage looks like this: "
-                                f"its log says)")
-                        if line not in hints:
-                            hints.append(line)
-                    continue
-                line = f"model {m!r} ({self.endpoints[m].url}): {n} failed tries (gateway retries included) since " \
-                       f"its last answer, last upstream error: {words}"
-                if line not in said:
-                    said.append(line)
-        return any_model and all_out and bool(said), "; ".join(said + hints)
 
     def end_batch(self, v: int) -> None:
         b = self.batches.pop(v, None)
