@@ -1,7 +1,13 @@
 """One live run: the event-driven loop that plans, launches requests, judges answers and keeps the ledger.
 
+:class:`LiveRun` is the run's shell (the loop, the clock and its holds, the
+trace, the deadline, the models' exits); its parts are
+:mod:`executor.deciding` (the decisions), :mod:`executor.launching` (the
+launches), :mod:`executor.sampling` (the HTTP side, with
+:mod:`executor.retry`'s decision) and :mod:`executor.ledger` (the money).
 The run follows the simulator's ``live`` execution rules
-(:mod:`simulator.engine.live_rules`, the one module both call;
+(:mod:`simulator.engine.live_core` and :mod:`simulator.engine.live_rules`,
+which both drivers call;
 ``docs/semantics.md``), so a live episode and its simulated twin (the same
 keyed draws) end the same way, and the method's planner plans for the rules
 it will meet:
@@ -54,7 +60,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -66,36 +72,27 @@ from executor.client import (
     DOWN_KINDS,
     EndpointHealth,
     TryResult,
-    prompt_token_bound,
 )
 from executor.clock import Clock
+from executor.deciding import Decisions
 from executor.endpoints import Endpoint
-from executor.estimates import Observations, Residuals, posterior_arrays
+from executor.estimates import Observations, Residuals
+from executor.launching import Launcher
 from executor.ledger import Ledger
-from executor.offload import PLANNER
 from executor.sampling import Batch, Ended, Sample, SampleRequests
 from executor.tasks import Task
 from executor.trace import Trace, summarize
 from executor.workflow import EXECUTOR_VERSION
 from simulator.costs.arrays import DagArrays
 from simulator.engine.live_core import (
-    END,
-    LAUNCH,
-    STALL,
-    admit_atomic,
-    admit_attempts,
-    atomic_shares,
-    launch_order,
     method_uses,
     ready_nodes,
     some_launch_fits,
     stuck_node,
 )
-from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate, live_tables
-from simulator.engine.live_rules import tokens_within
+from simulator.engine.live_episode import live_tables
 from simulator.engine.loop import first_uncompletable
-from simulator.engine.registry import LIVE, LIVE_PER_ATTEMPT, execution_of
-from simulator.mcpp.api import build_view
+from simulator.engine.registry import LIVE, execution_of
 from simulator.methods import method_spec
 from simulator.pools.pool import DagStats
 from simulator.simulate import policy_for
@@ -194,6 +191,7 @@ class LiveRun:
         self.wf, self.endpoints, self.method = wf, endpoints, method
         self.budget, self.deadline = float(budget), float(deadline)
         self.clock, self.trace = clock, trace
+        self.launcher = Launcher(self)
         self.seed, self.trial = int(seed), int(trial)
         self.opt = options or Options()
         # the HTTP side: per run health (one run's faults end no other), per endpoint concurrency
@@ -203,7 +201,6 @@ class LiveRun:
                                  self.seed, self.trial)
         self.spec = method_spec(method)
         self.params = params
-        self._twin = None
         arr = wf.arr
         # the live run follows the simulator's live rules (simulator.engine.live_rules); its planner plans for them
         self.policy, self.launch_rule = policy_for(method, params, None, wf.stats.model_ids,
@@ -230,11 +227,7 @@ class LiveRun:
         self.finished: asyncio.Queue[int] = asyncio.Queue()
         self.residuals = Residuals(arr)
         self.obs = Observations()
-        self.decisions = 0
-        self.decision_points = 0  # decisions asked for, with or without a ready node (the planner's key)
-        self.planner_ms = 0.0
-        self.planner_wall = 0.0  # seconds spent waiting for planner calls (queue included)
-        self.decision_log: list[tuple] = []
+        self.planner = Decisions(self)
         self.overhead_ms: list[float] = []  # per batch end: the executor's own time (planner call excluded)
         self.t0 = 0.0
         self._halt: asyncio.Future | None = None
@@ -271,31 +264,6 @@ class LiveRun:
     def node_room(self, v: int) -> float:
         """What node ``v`` may still reserve: the budget left, within its static cap (the ledger's answer)."""
         return self.ledger.room(v, float(self.cap[v]))
-
-    def cost(self, ep: Endpoint, prompt_tokens: float, completion_tokens: float) -> float:
-        """The charge of a request in the run's cost unit: the simulator's charge of the same attempt."""
-        if self.wf.cost_mode == "token_cost_mean":
-            return float(completion_tokens)
-        return prompt_tokens * (ep.input_price_per_1m / 1e6) + completion_tokens * (ep.output_price_per_1m / 1e6)
-
-    def expected_cost(self, v: int, j: int) -> float:
-        """Expected cost of one sample: the planner's kappa(v, j) plus the bound on its prompt's cost."""
-        ep = self.endpoints[self.wf.stats.model_ids[j]]
-        return float(self.wf.arr.kappa[v, j]) + self.cost(ep, prompt_token_bound(self.messages(v)), 0)
-
-    def ceiling(self, v: int, j: int) -> float:
-        """The largest cost one sample of (v, j) can have: the pool's largest charge plus the prompt's bound."""
-        ep = self.endpoints[self.wf.stats.model_ids[j]]
-        return float(self.rules.ceiling[v, j]) + self.cost(ep, prompt_token_bound(self.messages(v)), 0)
-
-    def capped(self, v: int, j: int, room: float) -> tuple[int, float]:
-        """(max_tokens, reservation) of one sample that may reserve at most ``room`` (max_tokens 0: nothing fits)."""
-        ep = self.endpoints[self.wf.stats.model_ids[j]]
-        prompt = self.cost(ep, prompt_token_bound(self.messages(v)), 0)
-        per_token = self.cost(ep, 0, 1)
-        tokens = ep.max_tokens if per_token <= 0 else min(ep.max_tokens, tokens_within(room - prompt, per_token))
-        tokens = max(tokens, 0)
-        return tokens, prompt + tokens * per_token
 
     def messages(self, v: int) -> list[dict[str, str]]:
         """The messages of node v's requests, built once: a node is launched only when its parents' accepted
@@ -336,20 +304,10 @@ class LiveRun:
 
     # -- the run ---------------------------------------------------------------------------
 
-    async def warm_up(self) -> None:
-        """Every kernel the run calls, compiled before the deadline's clock starts: one throwaway decision."""
-        first_uncompletable(self.wf.arr, self.mask, self.legacy_only)
-        if not self.ready():
-            return
-        view = build_view(self.wf.stats, self.wf.arr, self.budget, self.deadline, [], [], self.seed, 0)
-        fn = self.policy.decide if self.policy.plans else self.policy.act
-        await PLANNER.run(fn, view)
-        self.policy.reset(self.wf.arr, self.seed, self.wf.dag_row, self.trial)
-
     async def run(self) -> RunResult:
         st = self.wf.stats
         if self.opt.warm_up:
-            await self.warm_up()
+            await self.planner.warm_up()
         self.t0 = self.clock.now()
         self._halt = asyncio.get_running_loop().create_future()
         if self._pending_halt is not None:
@@ -381,7 +339,7 @@ class LiveRun:
                     getter.cancel()
                     raise self._halt.result()
                 t_ev = time.perf_counter()
-                plan_before = self.planner_wall
+                plan_before = self.planner.planner_wall
                 self.end_batch(getter.result())
                 if not self.completed.all():
                     await self.decide()
@@ -389,7 +347,7 @@ class LiveRun:
                     self._let_go(self._finish_holds.pop())
                 # the event's own cost: handling the batch end, the replanning bookkeeping and the launches,
                 # not the planner call (which runs on the planner thread while the loop serves others)
-                self.overhead_ms.append((time.perf_counter() - t_ev - (self.planner_wall - plan_before)) * 1e3)
+                self.overhead_ms.append((time.perf_counter() - t_ev - (self.planner.planner_wall - plan_before)) * 1e3)
         except Ended as e:
             reason, message = e.reason, e.message
         finally:
@@ -408,8 +366,8 @@ class LiveRun:
         success = reason == "completed"
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
-                        self.unbilled, self.io.requests, self.io.retries, self.decisions, self.planner_ms, message,
-                        self.overhead_ms, self.decision_log, self.ledger.over, self.trace.events)
+                        self.unbilled, self.io.requests, self.io.retries, self.planner.decisions, self.planner.planner_ms, message,
+                        self.overhead_ms, self.planner.decision_log, self.ledger.over, self.trace.events)
         starved.close()
         slip = None if self.clock.pausable else starvation.explain_slip(
             res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
@@ -428,7 +386,7 @@ class LiveRun:
         stuck = self.stuck()
         if stuck is not None:
             return stuck
-        if some_launch_fits(self.ready(), self.m, self.allowed, self.expected_cost, self.node_room):
+        if some_launch_fits(self.ready(), self.m, self.allowed, self.launcher.expected_cost, self.node_room):
             return "stalled", f"the method launched nothing for ready node(s) {[self.node_ids[r] for r in self.ready()]}"
         return "budget_exhausted", (f"the budget left ({self.available():.6g} of {self.budget:.6g}) cannot pay the "
                                     f"expected cost of any launch of node(s) {[self.node_ids[r] for r in self.ready()]}")
@@ -502,162 +460,11 @@ class LiveRun:
 
     # -- decisions -------------------------------------------------------------------------
 
-    def planner_arrays(self) -> DagArrays:
-        if self.opt.update == "posterior":
-            parr = posterior_arrays(self.wf.arr, self.obs, self.opt.prior_strength, self.seed)
-            return parr._replace(available=self.plan_arr.available)
-        return self.plan_arr
-
-    async def _plan(self, fn, *args):
-        """The planner's call, raced against the run's end: a decision later than the deadline is dropped.
-
-        On a clock where time stands still while planning (:class:`executor.clock.VirtualClock`, ``agree``) the
-        call runs on the loop itself: nothing else runs meanwhile, so a wall-time limit buys the planner what it
-        buys in the simulator, and no deadline can pass during it.
-        """
-        if self.clock.plans_inline:
-            return fn(*args)
-        call = asyncio.ensure_future(PLANNER.run(fn, *args))
-        await asyncio.wait({call, self._halt}, return_when=asyncio.FIRST_COMPLETED)
-        if not call.done():
-            call.cancel()
-            raise self._halt.result()
-        return call.result()
-
     async def decide(self) -> None:
-        ready = self.ready()
-        per_attempt = self.launch_rule == LIVE_PER_ATTEMPT
-        point = self.decision_points  # the decision's key: every batch end is one, as in the simulator
-        self.decision_points += 1
-        if not ready:  # every remaining node waits on a batch in flight: plan again after the next one ends
-            return
-        now = self.elapsed()
-        inflight = []
-        for v, b in sorted(self.batches.items()):
-            rem = [self.residuals.remaining(v, b.j, now - b.t_launch) for s in b.samples if not s.done]
-            inflight.append({"node_id": self.node_ids[v], "model": self.wf.stats.model_ids[b.j],
-                             "remaining": rem, "already_success": b.passed})
-        arr = self.plan_arr
-        view = build_view(self.wf.stats, arr, max(0.0, self.available()), max(self.time_left(), 1e-9),
-                          [self.node_ids[v] for v in range(self.n) if self.completed[v]], inflight,
-                          self.seed, point)
-        view = replace(view, dag=self.wf.dag_row, trial=self.trial)
-        posterior = self.opt.update == "posterior" and self.policy.uses_planning_arr
-        estimate = calibrated = None
-        t_plan = time.perf_counter()
-        try:
-            with self.clock.paused():
-                if posterior:
-                    self.policy.planning_arr = self.planner_arrays()
-                    self.policy.reset(arr, self.seed, self.wf.dag_row, self.trial)
-                if self.policy.plans:
-                    d = await self._plan(self.policy.decide, view)
-                    action = None if d is None else (d.act_model, d.act_count)
-                    estimate = None if d is None else float(d.score)
-                    if self.opt.calibrated_episodes > 0 and d is not None:
-                        calibrated = await self._plan(self.calibrated, view.budget_left, view.deadline - view.t)
-                else:
-                    action = await self._plan(self.policy.act, view)
-        finally:
-            plan_ms = (time.perf_counter() - t_plan) * 1e3
-            self.planner_wall += plan_ms / 1e3
-            self.planner_ms += plan_ms
-            self.decisions += 1
-        act = {}
-        if action is not None:
-            models, counts = action
-            act = {self.node_ids[v]: [self.wf.stats.model_ids[int(models[v])], int(counts[v])]
-                   for v in ready if int(counts[v]) > 0 and int(models[v]) >= 0}
-        self.decision_log.append((round(now, 6), [self.node_ids[v] for v in ready], act))
-        self.trace.write("plan", t=round(now, 6), decision=self.decisions - 1, ready=[self.node_ids[v] for v in ready],
-                         completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
-                         inflight=[f["node_id"] for f in inflight], budget_left=self.available(),
-                         time_left=self.time_left(), action=act, estimate=estimate, planner_ms=round(plan_ms, 3),
-                         **({} if calibrated is None else {"calibrated_estimate": calibrated}))
-        if action is not None:
-            if per_attempt:
-                self.launch_per_attempt(ready, action)
-            else:
-                self.launch_atomic(ready, action)
-
-    def calibrated(self, budget_left: float, time_left: float) -> float:
-        """The calibrated estimate from the run's state now (:func:`simulator.engine.live_episode.calibrated_estimate`)."""
-        now = self.elapsed()
-        flights = []
-        for v, b in sorted(self.batches.items()):
-            running = [s for s in b.samples if not s.done]
-            if running:
-                flights.append(LiveFlight(v, b.j, now - b.t_launch, len(running),
-                                          float(np.mean([s.reservation for s in running])), b.passed))
-        start = LiveState(self.completed.copy(), self.attempt_no.copy(), flights)
-        if self._twin is None:  # the method's own policy object for the estimate's episodes
-            self._twin = policy_for(self.method, self.params, None, self.wf.stats.model_ids, self.launch_rule)[0]
-        return calibrated_estimate(self.plan_arr, self._twin, budget_left, time_left, start, seed=self.seed,
-                                   dag=self.wf.dag_row, episodes=self.opt.calibrated_episodes,
-                                   per_attempt=self.launch_rule == LIVE_PER_ATTEMPT)
+        """Ask the method at a decision point and launch what it says (:meth:`executor.deciding.Decisions.decide`)."""
+        await self.planner.decide()
 
     # -- launches --------------------------------------------------------------------------
-
-    def launch_per_attempt(self, ready: list[int], action) -> None:
-        """The live rules' per-attempt launch (:func:`simulator.engine.live_core.admit_attempts`); a sample's
-        expected cost and ceiling add its prompt's cost, and it must buy at least one output token."""
-        models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        for v in launch_order(ready, counts, self.node_ids):
-            j = int(models[v])
-            if j < 0 or not self.plan_arr.available[v, j]:
-                continue
-            samples: list[Sample] = []
-            need = self.expected_cost(v, j)
-
-            def take(r: float, v: int = v, j: int = j, need: float = need, samples: list = samples) -> bool:
-                a = self.consume_attempt(v, j)
-                tokens, reservation = self.capped(v, j, r)
-                if tokens < 1:
-                    return self.refused(v, j, a, need)
-                samples.append(Sample(a, reservation, tokens, res=self.ledger.hold(reservation, v)))
-                return True
-
-            admit_attempts(int(counts[v]), need, lambda v=v: self.node_room(v), self.ceiling(v, j), self.rules.unit,
-                           take, lambda v=v, j=j, need=need: self.refused(v, j, self.consume_attempt(v, j), need))
-            if samples:
-                self.start_batch(v, j, samples)
-        self.write_ledger()
-
-    def consume_attempt(self, v: int, j: int) -> int:
-        """The next attempt number of (v, j), consumed (a refused attempt's too, as in the simulator)."""
-        a = int(self.attempt_no[v * self.m + j])
-        self.attempt_no[v * self.m + j] += 1
-        return a
-
-    def refused(self, v: int, j: int, a: int, need: float) -> bool:
-        self.trace.write("request", t=round(self.elapsed(), 6), node=self.node_ids[v],
-                         model=self.wf.stats.model_ids[j], attempt=a, status="refused", expected_cost=need,
-                         budget_left=self.available())
-        return False
-
-    def launch_atomic(self, ready: list[int], action) -> None:
-        """The live rules' atomic launch (:func:`simulator.engine.live_core.admit_atomic`): admitted on expected
-        costs (with the prompts' costs), each sample capped at its share."""
-        models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        avail = self.available()
-        adm = admit_atomic(ready, models, counts, lambda v, j: bool(self.plan_arr.available[v, j]),
-                           self.expected_cost, avail, len(self.batches))
-        if adm.what == STALL:
-            raise Ended("stalled", f"the action gives node {self.node_ids[adm.node]} no sample")
-        if adm.what == END:
-            self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
-                             status="refused", expected_cost=adm.total, budget_left=avail)
-            raise Ended("budget_exhausted", f"the launch's expected cost ({adm.total:.6g}) does not fit in the "
-                                             f"budget left ({avail:.6g} of {self.budget:.6g})")
-        if adm.what != LAUNCH:
-            return  # samples in flight hold part of the budget: decide again when the next batch ends
-        for v, j, k, r in atomic_shares(adm, avail, self.ceiling, self.rules.unit):
-            a0 = int(self.attempt_no[v * self.m + j])
-            self.attempt_no[v * self.m + j] += k
-            tokens, reservation = self.capped(v, j, r)
-            self.start_batch(v, j, [Sample(a0 + i, reservation, tokens, res=self.ledger.hold(reservation, v))
-                                    for i in range(k)])
-        self.write_ledger()
 
     def start_batch(self, v: int, j: int, samples: list[Sample]) -> None:
         b = Batch(v, j, self.elapsed(), samples)

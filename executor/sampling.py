@@ -272,7 +272,7 @@ class SampleRequests:
         self.note_try(self.run.wf.stats.model_ids[b.j], r, out)
         if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
             trusted = r.usage_source == "usage"
-            full = self.run.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted else s.res.amount
+            full = self.run.launcher.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted else s.res.amount
             # a trusted report above the reservation is spent as reported (the server billed it)
             out.charge += self.run.ledger.settle(s.res, full, beyond=trusted)
             if full > s.res.amount:
@@ -326,8 +326,8 @@ class SampleRequests:
     def _reserve_again(self, b: Batch, s: Sample) -> bool:
         """A retry's fresh reservation, at most the sample's first (False: its expected cost no longer fits)."""
         room = min(self.run.node_room(b.v), s.reservation)
-        tokens, amount = self.run.capped(b.v, b.j, room)
-        if self.run.expected_cost(b.v, b.j) > room or tokens < 1:
+        tokens, amount = self.run.launcher.capped(b.v, b.j, room)
+        if self.run.launcher.expected_cost(b.v, b.j) > room or tokens < 1:
             return False
         s.res = self.run.ledger.reserve(amount, b.v, hold=s.place)
         s.max_tokens = tokens

@@ -1,7 +1,7 @@
 """The live executor's shell stays small (an AST check, beside the signature test), and its one way in.
 
-``LiveRun`` is meant to be the I/O shell of a live run (HTTP tries, the
-clock, the trace, the planner offload) over the rules of
+``LiveRun`` is the shell of a live run (the run loop, the clock, the trace;
+its HTTP side, decisions and launches in executor/sampling.py, deciding.py and launching.py) over the rules of
 :mod:`simulator.engine.live_core`; the ``request`` of its HTTP side (:class:`executor.sampling.SampleRequests`, one sample's tries) reads
 as a loop of named steps, the retry decision being
 :func:`executor.retry.next_step`. :func:`executor.live.open_run` is an async
@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import asyncio
 
-import pytest
 from executor_helpers import nominal, workflow
 from test_layers import ROOT
 
@@ -34,8 +33,6 @@ def test_request_is_a_short_loop_of_named_steps():
     assert methods["request"] < MAX_REQUEST_LINES, methods["request"]
 
 
-@pytest.mark.xfail(strict=True, reason="LiveRun still keeps the decision bookkeeping and the launches' money "
-                                       "beside the run loop (issue 43 item 3: not yet split; see the closing note)")
 def test_liverun_is_a_small_shell():
     lines, _ = _sizes("live.py", "LiveRun")
     assert lines < MAX_LIVERUN_LINES, lines
