@@ -51,24 +51,22 @@ def test_leaving_open_run_early_cancels_what_is_in_flight():
     B, D = nominal(wf)
 
     async def go():
-        clock = Clock(0.05)
-        world = World(pool, seed=1, clock=clock, tasks={wf.dag_row: wf.tasks})
+        world = World(pool, seed=1, clock=Clock(0.05), tasks={wf.dag_row: wf.tasks})
         await world.start()
-        eps = {e.model_id: e for e in world.endpoints()}
         tr = Trace(None)
+        spec = RunSpec(budget=2 * B, deadline=50 * D)
         try:
-            async with http_client() as http:
-                async with open_run(wf, eps, "sequential", RunSpec(budget=2 * B, deadline=50 * D), http=http,
-                                    clock=clock, trace=tr) as run:
-                    task = asyncio.ensure_future(run.run())
-                    while world.stats.in_flight == 0:
-                        await asyncio.sleep(0.005)
-                samples = [s for b in run.batches.values() for s in b.samples]
-                assert samples and all(s.task.done() for s in samples)
-                assert run.ledger.reserved == 0.0
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-                return tr.events
+            async with http_client() as http, open_run(wf, {e.model_id: e for e in world.endpoints()}, "sequential",
+                                                       spec, http=http, clock=world.clock, trace=tr) as run:
+                task = asyncio.ensure_future(run.run())
+                while world.stats.in_flight == 0:
+                    await asyncio.sleep(0.005)
+            samples = [s for b in run.batches.values() for s in b.samples]  # the block was left mid-run
+            assert samples and all(s.task.done() for s in samples)
+            assert run.ledger.reserved == 0.0
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return tr.events
         finally:
             await world.stop()
 
