@@ -20,15 +20,7 @@ import numpy as np
 from executor.client import prompt_token_bound
 from executor.endpoints import Endpoint
 from executor.sampling import Ended, Sample
-from simulator.engine.live_core import (
-    END,
-    LAUNCH,
-    STALL,
-    admit_atomic,
-    admit_attempts,
-    atomic_shares,
-    launch_order,
-)
+from simulator.engine import live_core as core
 from simulator.engine.live_rules import tokens_within
 
 
@@ -68,7 +60,7 @@ class Launcher:
         """The live rules' per-attempt launch (:func:`simulator.engine.live_core.admit_attempts`); a sample's
         expected cost and ceiling add its prompt's cost, and it must buy at least one output token."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        for v in launch_order(ready, counts, self.run.node_ids):
+        for v in core.launch_order(ready, counts, self.run.node_ids):
             j = int(models[v])
             if j < 0 or not self.run.plan_arr.available[v, j]:
                 continue
@@ -83,7 +75,7 @@ class Launcher:
                 samples.append(Sample(a, reservation, tokens, res=self.run.ledger.hold(reservation, v)))
                 return True
 
-            admit_attempts(int(counts[v]), need, lambda v=v: self.run.node_room(v), self.ceiling(v, j), self.run.rules.unit,
+            core.admit_attempts(int(counts[v]), need, lambda v=v: self.run.node_room(v), self.ceiling(v, j), self.run.rules.unit,
                            take, lambda v=v, j=j, need=need: self.refused(v, j, self.consume_attempt(v, j), need))
             if samples:
                 self.run.start_batch(v, j, samples)
@@ -106,18 +98,18 @@ class Launcher:
         costs (with the prompts' costs), each sample capped at its share."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
         avail = self.run.available()
-        adm = admit_atomic(ready, models, counts, lambda v, j: bool(self.run.plan_arr.available[v, j]),
+        adm = core.admit_atomic(ready, models, counts, lambda v, j: bool(self.run.plan_arr.available[v, j]),
                            self.expected_cost, avail, len(self.run.batches))
-        if adm.what == STALL:
+        if adm.what == core.STALL:
             raise Ended("stalled", f"the action gives node {self.run.node_ids[adm.node]} no sample")
-        if adm.what == END:
+        if adm.what == core.END:
             self.run.trace.write("request", t=round(self.run.elapsed(), 6), node=None, model=None, attempt=None,
                              status="refused", expected_cost=adm.total, budget_left=avail)
             raise Ended("budget_exhausted", f"the launch's expected cost ({adm.total:.6g}) does not fit in the "
                                              f"budget left ({avail:.6g} of {self.run.budget:.6g})")
-        if adm.what != LAUNCH:
+        if adm.what != core.LAUNCH:
             return  # samples in flight hold part of the budget: decide again when the next batch ends
-        for v, j, k, r in atomic_shares(adm, avail, self.ceiling, self.run.rules.unit):
+        for v, j, k, r in core.atomic_shares(adm, avail, self.ceiling, self.run.rules.unit):
             a0 = int(self.run.attempt_no[v * self.run.m + j])
             self.run.attempt_no[v * self.run.m + j] += k
             tokens, reservation = self.capped(v, j, r)
