@@ -307,9 +307,9 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode, monkeypatch):
 
 
 def test_a_sample_cancelled_in_its_backoff_releases_its_reservation(monkeypatch):
-    from executor import live
+    from executor import sampling
 
-    monkeypatch.setattr(live, "backoff_s", lambda *a: 5.0)  # after its 500 the sample sleeps 5 s (no jitter)
+    monkeypatch.setattr(sampling, "backoff_s", lambda *a: 5.0)  # after its 500 the sample sleeps 5 s (no jitter)
     pool, wf = workflow()
     B, D = nominal(wf)
 
