@@ -67,7 +67,7 @@ from ProofFlow.prompts import (
 )
 from simulator.base import cliargs
 from simulator.base.errors import UserError, cli_entry
-from simulator.base.io_utils import atomic_write_json, dumps_compact
+from simulator.base.io_utils import atomic_write_json, dumps_compact, naming
 
 log = logging.getLogger("proofflow.rollouts")
 
@@ -146,7 +146,7 @@ class LeanJournal:
             self.calls += 1
             if res.failure_reason not in INFRA_FAILURES:
                 self.done[key] = verdict
-                with open(self.path, "a", encoding="utf-8") as fh:
+                with open(self.path, "a", encoding="utf-8") as fh, naming(self.path):  # disk full names it
                     fh.write(dumps_compact({"key": key, "verdict": verdict}) + "\n")
                     fh.flush()
                     os.fsync(fh.fileno())

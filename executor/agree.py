@@ -31,7 +31,7 @@ from simulator.engine.episode import Policy, run_policy_episode
 from simulator.engine.loop import REASONS
 from simulator.engine.registry import LIVE, execution_of
 from simulator.methods import method_spec
-from simulator.simulate import policy_for, simulate_method
+from simulator.simulate import SimSpec, policy_for, simulate_run
 
 #: longest wall time the start barrier waits for the first wave's requests to reach the world
 START_BARRIER_MAX_S = 10.0
@@ -90,8 +90,8 @@ def compare(live: Side, sim: Side, z: float = 3.0) -> dict[str, Any]:
 def simulated_side(wf: Workflow, method: str, budget: float, deadline: float, runs: int, seed: int,
                    params: Mapping[str, Any] | None) -> Side:
     """N simulated episodes of ``method`` under the ``live`` execution rules (the rules the live run follows)."""
-    batch = simulate_method(wf.arr, method, budget, deadline, list(range(runs)), seed, wf.dag_row, params,
-                            model_names=wf.stats.model_ids, execution_rules=LIVE)
+    spec = SimSpec(budget=budget, deadline=deadline, trials=list(range(runs)), seed=seed, dag=wf.dag_row, rules=LIVE)
+    batch = simulate_run(wf.arr, method, spec, params=params, model_names=wf.stats.model_ids)
     on_time, reason, _ = batch.scored(deadline)
     return Side(np.asarray(on_time, dtype=bool), np.asarray(batch.total_cost, dtype=float),
                 [REASONS[int(c)] for c in reason])

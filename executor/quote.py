@@ -37,6 +37,14 @@ from simulator.base import cliargs
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.settings import check_seed
 from simulator.base.validation import check_number
+from simulator.costs.limits import (
+    ABSOLUTE,
+    BUDGET,
+    MODEL_SECONDS,
+    Limit,
+    add_limit_arguments,
+    limits_from_args,
+)
 from simulator.costs.modes import cost_unit
 from simulator.engine.registry import EXECUTION_RULES, LIVE
 from simulator.methods import canonical_method, method_label, method_spec
@@ -144,12 +152,11 @@ def cmd_quote(argv: Sequence[str]) -> int:
                                              "probability (simulated whole episodes).")
     ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
     ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
-    d = ap.add_mutually_exclusive_group(required=True)
-    d.add_argument("--deadline", help="deadline in model seconds")
-    d.add_argument("--deadline-ratio", help="multiple of the DAG's nominal deadline")
+    add_limit_arguments(ap, deadline_unit=MODEL_SECONDS, budget=False, infinite_deadline=False)
     ap.add_argument("--target", required=True, help="on-time probability to reach, in (0, 1)")
     ap.add_argument("--method", default="MCPP", help="a registered method (MCPP, sequential, uniform, ...)")
-    ap.add_argument("--budget", default=None, help="also: the on-time probability at this budget")
+    ap.add_argument("--budget", default=None, help="also: the on-time probability at this budget (cost unit; "
+                                                   "finite, > 0)")
     ap.add_argument("--trials", type=int, default=200, help="simulated episodes per budget")
     ap.add_argument("--seed", default="0", help="seed of the simulated episodes")
     ap.add_argument("--cost-mode", default="token", help="token (output tokens) or money (dollars)")
@@ -163,13 +170,9 @@ def cmd_quote(argv: Sequence[str]) -> int:
         raise ConfigError(f"--trials must be >= 1, got {args.trials}")
     seed = check_seed(args.seed, "--seed", "flag")
     method_spec(canonical_method(args.method), "--method")
-    if args.deadline is not None:
-        deadline = check_number(args.deadline, "--deadline", "flag", lo=0.0, lo_inclusive=False)
-        said = f"{deadline:.6g} model seconds"
-    else:
-        ratio = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False)
-        said = f"{ratio:g} x the DAG's nominal"
-    asked = None if args.budget is None else check_number(args.budget, "--budget", "flag", lo=0.0, lo_inclusive=False)
+    limit = limits_from_args(args).deadline
+    said = f"{limit.value:.6g} model seconds" if limit.given == ABSOLUTE else f"{limit.value:g} x the DAG's nominal"
+    asked = None if args.budget is None else Limit(BUDGET, args.budget).value
     if not args.json:
         print(header(args.method, args.dag, args.pool, said, float(target), args.trials, args.execution_rules),
               flush=True)
@@ -177,14 +180,13 @@ def cmd_quote(argv: Sequence[str]) -> int:
 
     from executor.inputs import live_cost_mode, load_dag
     from simulator.costs.arrays import CostSetting, dag_arrays
-    from simulator.costs.nominal import nominal_budget, nominal_deadline
+    from simulator.costs.nominal import nominal_budget
 
     cost_mode = live_cost_mode(args.cost_mode)
     unit = cost_unit(cost_mode)
     pool, dag = load_dag(args.pool, args.dag)
     arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
-    if args.deadline is None:
-        deadline = ratio * nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
+    deadline = limit.resolve(arr, f"{args.pool}: DAG {dag}: ")
     if not args.json:
         print(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
               f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", flush=True)

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.base.errors import ConfigError
+from simulator.base.io_utils import naming
 
 from .rundir import RunDir
 from .shards import compress_ints
@@ -127,7 +128,8 @@ def submit(rd: RunDir, v: Mapping[str, Any], out=print) -> str | None:
         raise ConfigError(f"sbatch failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
     job_id = proc.stdout.strip().split(";")[0]
     rec = {"job_id": job_id, "time": time.time(), "mode": mode, "array": array, "shards": pending, "cmd": cmd}
-    with open(os.path.join(rd.slurm, "submissions.jsonl"), "a", encoding="utf-8") as fh:
+    submissions = os.path.join(rd.slurm, "submissions.jsonl")
+    with open(submissions, "a", encoding="utf-8") as fh, naming(submissions):
         fh.write(json.dumps(rec) + "\n")
     from .worker import record_parallelism
 

@@ -31,7 +31,7 @@ import socket
 import time
 import uuid
 
-from simulator.base.io_utils import atomic_write_json
+from simulator.base.io_utils import atomic_write_json, naming
 
 
 def new_worker_id() -> str:
@@ -257,7 +257,8 @@ class ShardState:
         line = json.dumps({"time": time.time(), **info}) + "\n"
         fd = os.open(self.f(sid, "failures"), os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o644)
         try:
-            os.write(fd, line.encode())
+            with naming(self.f(sid, "failures")):  # disk full: one line naming the file (exit 3)
+                os.write(fd, line.encode())
         finally:
             os.close(fd)
         n = len(self.failures(sid))

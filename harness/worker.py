@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator.base.errors import EXIT_RESOURCE, EXIT_USER_ERROR
+from simulator.base.io_utils import naming
 
 from .hosts import (  # noqa: F401 - re-exported: the workers' hosts live in the light module
     ShardHost,
@@ -195,10 +196,11 @@ class ShardRunner:
         env = shard_env(threads)
         t0 = time.time()
         with open(log_path, "ab") as logf:
-            logf.write(
-                f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {sid} attempt {attempt} worker {self.worker}\n".encode()
-            )
-            logf.flush()
+            with naming(log_path):  # disk full: one line naming the log (exit 3)
+                logf.write(
+                    f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {sid} attempt {attempt} worker {self.worker}\n".encode()
+                )
+                logf.flush()
             out = None if foreground else logf
             hosted = None if foreground or not self.reuse_process or self._host_broken else hosted_command(self.lines[n])
             rc = interrupted = None
@@ -317,7 +319,7 @@ def bad_parts(spec, quick: bool = False) -> dict[str, str]:
     out = {}
     for d, c in (quick_verify_shard(spec) if quick else verify_shard(spec)).items():
         if not c.ok:
-            path = spec.part(d) if hasattr(spec, "part") else spec.dag_output(d)
+            path = spec.part(d)
             out[path] = c.problem
     return out
 

@@ -15,7 +15,7 @@ import pytest
 
 from simulator.base.errors import ConfigError
 from tests.dags import chain_dag
-from tests.harness_util import ROOT
+from tests.harness_util import ROOT, harness
 
 EXAMPLE = os.path.join(ROOT, "examples", "example_pool.jsonl")
 
@@ -423,3 +423,57 @@ def test_disk_full_in_an_atomic_write_names_the_file(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(target) in err[0] and "No space left on device" in err[0], err
     assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_while_recording_a_shard_failure_names_the_file(tmp_path, monkeypatch):
+    """`local` on a nearly full disk ended with "error: No space left on device" and no file: the failure log's
+    append (os.write on an open descriptor) raised ENOSPC without a name (issue 44, found on a real tmpfs)."""
+    import errno
+
+    from harness import state as state_mod
+    from harness.state import ShardState
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    st = ShardState(str(tmp_path))
+    monkeypatch.setattr(state_mod.os, "write", full)
+    with pytest.raises(OSError) as info:
+        st.add_failure("s00000", {"exit_code": 3}, 3)
+    assert info.value.errno == errno.ENOSPC and info.value.filename == st.f("s00000", "failures")
+
+
+def _small_tmpfs(path: str, kib: int) -> bool:
+    """Mount a tmpfs of ``kib`` KiB at ``path`` (root only; False where that is not allowed)."""
+    if os.geteuid() != 0:
+        return False
+    os.makedirs(path, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", path],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("free_kib", [300, 1000, 3000])
+def test_local_on_a_really_full_disk_is_one_line_naming_a_file(tmp_path, free_kib):
+    """A real full file system (a 4 MiB tmpfs filled to leave ``free_kib``), not a patched write: `local` runs out of
+    disk in prepare, in a shard's records, in its log or in the failure log, depending on the room left. Whatever
+    the door, it exits 3 with one `error:` line naming a file inside the run folder, and retries nothing."""
+    mnt = str(tmp_path / "full")
+    if not _small_tmpfs(mnt, 4096):
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    try:
+        with open(os.path.join(mnt, "fill"), "wb") as fh:
+            fh.write(b"\0" * ((4096 - free_kib) * 1024))
+        proc = harness("local", {"RESULTS_ROOT": mnt, "RUN_NAME": "df", "N_DAGS": 8, "N_EXEC_TRIALS": 10,
+                                 "BUDGET_RATIOS": "0.5 1 2", "DAG_POOL_PATH": EXAMPLE}, check=False, timeout=900)
+        errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("error:")]
+        assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
+        assert len(errors) == 1 and "No space left on device" in errors[0], errors
+        assert os.path.join(mnt, "df") in errors[0], errors  # names the file, inside the run folder
+        failures = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(mnt, "df", "state")) for f in fs
+                    if f.endswith(".failures")]
+        for path in failures:  # a full disk is not retried: at most one attempt per shard
+            with open(path, encoding="utf-8") as fh:
+                assert len(fh.read().splitlines()) <= 1, path
+    finally:
+        subprocess.run(["umount", "-l", mnt], capture_output=True)

@@ -14,7 +14,7 @@ from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import LIVE
 from simulator.pools.pool import load_pool
-from simulator.simulate import RunSettings, simulate_method
+from simulator.simulate import RunSettings, SimSpec, simulate_run
 from simulator.surface.compute import method_surface
 from tests.executor_helpers import POOL, cli
 
@@ -31,11 +31,14 @@ def test_the_quoted_budget_reaches_the_target_on_fresh_episodes_and_less_does_no
     n = 1000
     trials = list(range(10_000, 10_000 + n))  # episodes the quote never saw
     assert q["rules"] == "live"  # the executor's rules by default
-    fresh = simulate_method(arr, "sequential", q["budget"], D, trials, 0, 0, execution_rules="live").on_time(D).mean()
+    fresh = simulate_run(arr, "sequential",
+                         SimSpec(budget=q["budget"], deadline=D, trials=trials, seed=0, dag=0,
+                                 rules="live")).on_time(D).mean()
     se = math.sqrt(0.8 * 0.2 / n)
     assert fresh >= 0.8 - 2 * se, fresh
-    less = simulate_method(arr, "sequential", 0.8 * q["budget"], D, trials, 0, 0,
-                           execution_rules="live").on_time(D).mean()
+    less = simulate_run(arr, "sequential",
+                        SimSpec(budget=0.8 * q["budget"], deadline=D, trials=trials, seed=0, dag=0,
+                                rules="live")).on_time(D).mean()
     assert less < fresh
 
 
