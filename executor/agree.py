@@ -181,11 +181,11 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
                 trace = Trace(path, fsync=(options or Options()).fsync)
                 try:
                     spec = RunSpec(budget=budget, deadline=deadline, seed=seed, trial=trial)
-                    run = open_run(wf, endpoints, method, spec, http=http, clock=clock, trace=trace,
-                                   params=params, options=options, limits=limits)
-                    if trial < concurrency:
-                        first_wave.append(run)
-                    return await run.run()
+                    async with open_run(wf, endpoints, method, spec, http=http, clock=clock, trace=trace,
+                                        params=params, options=options, limits=limits) as run:
+                        if trial < concurrency:
+                            first_wave.append(run)
+                        return await run.run()
                 finally:
                     trace.close(wait=False)  # fsynced and closed by the fsync thread: no disk wait in the loop
 

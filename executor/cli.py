@@ -139,22 +139,21 @@ def cmd_run(argv: Sequence[str]) -> int:
         try:
             async with http_client() as http:
                 spec = RunSpec(budget=budget, deadline=deadline, seed=args.seed, trial=args.trial)
-                run = open_run(wf, eps, args.method, spec, http=http, clock=clock, trace=trace, params=params,
-                               options=opt)
+                async with open_run(wf, eps, args.method, spec, http=http, clock=clock, trace=trace, params=params,
+                                    options=opt) as run:
 
-                def on_signal(sig: signal.Signals) -> None:
-                    signalled.append(sig.name)
-                    run.interrupt(sig.name)
+                    def on_signal(sig: signal.Signals) -> None:
+                        signalled.append(sig.name)
+                        run.interrupt(sig.name)
 
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.add_signal_handler(sig, on_signal, sig)
-                return await run.run()
+                    for sig in (signal.SIGINT, signal.SIGTERM):
+                        loop.add_signal_handler(sig, on_signal, sig)
+                    return await run.run()
         finally:
             trace.close()
 
     res = asyncio.run(go())
-    events, torn = read_trace(args.trace)
-    s = summarize(events, torn)
+    events, s = res.events, res.summary  # the run's own result: no re-reading of its trace
     print(redact(json.dumps(s)) if args.json else format_summary(s))
     from executor.learn import drift_lines, learn_after_run
 

@@ -215,11 +215,11 @@ async def explore(wf: WorkflowFile, workflow: Workflow, endpoints: Mapping[str, 
             trace = Trace(path)
             try:
                 async with http_client() as http:
-                    run = open_run(workflow, endpoints, "sequential", RunSpec(budget=share, deadline=deadline,
-                                                                               seed=seed, trial=no),
-                                   http=http, clock=clock, trace=trace, options=options)
-                    _as_explorer(run, policy)
-                    await run.run()
+                    async with open_run(workflow, endpoints, "sequential", RunSpec(budget=share, deadline=deadline,
+                                                                                    seed=seed, trial=no),
+                                        http=http, clock=clock, trace=trace, options=options) as run:
+                        _as_explorer(run, policy)
+                        await run.run()
             finally:
                 trace.close()
 
