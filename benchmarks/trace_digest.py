@@ -19,7 +19,6 @@ To measure an older checkout, run the same file with that checkout first on the 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -65,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     from executor.agree import live_episodes
     from executor.inputs import load_dag, make_workflow
     from executor.world import Faults
+    from simulator.base import cliargs
     from simulator.costs.nominal import nominal_budget, nominal_deadline
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--dag", type=int, default=0)
+    ap = cliargs.ArgumentParser(prog="python -m benchmarks.trace_digest", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=cliargs.integer(1), default=20, help="seeds per cell (default 20)")
+    ap.add_argument("--dag", type=cliargs.integer(0), default=0, help="the example pool's row (default 0)")
     args = ap.parse_args(argv)
     import executor
 
