@@ -27,7 +27,8 @@ import numpy as np
 from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json
-from simulator.base.validation import check_int, check_number
+from simulator.base.validation import check_int
+from simulator.costs.limits import BUDGET, DEADLINE, MODEL_SECONDS, RATIO, Limit
 from simulator.methods import method_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,12 +183,12 @@ def spread(method: str, budget_ratio: float, deadline_ratio: float, seeds: int, 
     """The simulated side alone over ``seeds`` seeds: the spread of its on-time rate and mean spend between seeds
     against the standard errors ``agree`` computes within one seed (equal, if its trials are independent draws)."""
     from executor.agree import simulated_side
-    from executor.inputs import budget_and_deadline, load_dag, make_workflow
+    from executor.inputs import load_dag, make_workflow
+    from simulator.costs.limits import Limits
 
     pool, row = load_dag(POOL, dag)
     wf = make_workflow(pool, row, POOL, None, "", None, "token_cost_mean")
-    ratios = argparse.Namespace(budget=None, budget_ratio=budget_ratio, deadline=None, deadline_ratio=deadline_ratio)
-    budget, deadline = budget_and_deadline(ratios, wf, 1.0)
+    budget, deadline = Limits.ratios(budget_ratio, deadline_ratio).resolve(wf.arr, f"{wf.source}: ")
     sides = [simulated_side(wf, method, budget, deadline, runs, s, None) for s in range(seeds)]
     rates = np.array([side.rate()[0] for side in sides])
     spends = np.array([side.mean_spend() for side in sides])
@@ -328,8 +329,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.seed = check_int(args.seed, "--seed", "flag", lo=0)
     if args.spread:
         method, b, d = args.spread
-        args.spread = (method, check_number(b, "--spread BUDGET_RATIO", "flag", lo=0.0, lo_inclusive=False),
-                       check_number(d, "--spread DEADLINE_RATIO", "flag", lo=0.0, lo_inclusive=False))  # fmt: skip
+        args.spread = (method, Limit(BUDGET, b, RATIO, name="--spread BUDGET_RATIO").value,
+                       Limit(DEADLINE, d, RATIO, MODEL_SECONDS, name="--spread DEADLINE_RATIO").value)
     for method in [args.spread[0]] if args.spread else args.methods:
         method_spec(method)
     if not args.summary:

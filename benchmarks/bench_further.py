@@ -49,7 +49,7 @@ from simulator.engine.episode import run_policy_episode  # noqa: E402
 from simulator.engine.testing import layered_dag  # noqa: E402
 from simulator.mcpp.policy import MCPortfolioPolicy  # noqa: E402
 from simulator.pools.pool import load_pool, pool_from_objects  # noqa: E402
-from simulator.simulate import simulate_baseline, simulate_method  # noqa: E402
+from simulator.simulate import SimSpec, simulate_baseline, simulate_run  # noqa: E402
 
 MCPP = "mc_portfolio_rollout"
 OUT = ROOT / "benchmarks" / "results_further.json"
@@ -100,7 +100,7 @@ def measure(pool, mode: str, method: str, trials: int, dags: list[int], k_on_tim
             policy_ms += sum(r.planner_wall_ms for r in res)
         else:
             t0 = time.perf_counter()
-            b = simulate_method(arr, method, B, D, tr, 42, i)
+            b = simulate_run(arr, method, SimSpec(budget=B, deadline=D, trials=tr, seed=42, dag=i))
             wall += time.perf_counter() - t0
             calls = b.planner_calls
             ok = b.on_time(D)
@@ -127,7 +127,8 @@ def warm_further(pool) -> None:
     for mode in ("token", "money"):
         arr = dag_arrays(pool, 0, CostSetting(cost_mode=mode))
         for m in FURTHER_METHODS:
-            simulate_method(arr, m, nominal_budget(arr), nominal_deadline(arr), range(1), 1, 0)
+            simulate_run(arr, m, SimSpec(budget=nominal_budget(arr), deadline=nominal_deadline(arr), trials=range(1),
+                                         seed=1, dag=0))
         run_policy_episode(arr, MCPortfolioPolicy({"n_threads": 1, "M": 4}), nominal_budget(arr),
                            nominal_deadline(arr), 1, 0, 0)  # fmt: skip
 

@@ -28,7 +28,6 @@ naive estimate failing and the censoring-aware one passing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
@@ -42,7 +41,7 @@ from scipy import stats
 from executor.agree import live_episodes
 from executor.clock import VirtualClock
 from executor.explore import explore, placeholder_line
-from executor.inputs import budget_and_deadline, load_dag, make_workflow
+from executor.inputs import load_dag, make_workflow
 from executor.live import Options
 from executor.tasks import load_tasks
 from executor.workflow import check_workflow, pool_workflow_doc
@@ -50,6 +49,7 @@ from executor.world import World
 from poolbuild.from_traces import Graph, Obs, build_line, collect, trace_files
 from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
+from simulator.costs.limits import Limits
 from simulator.pools.pool import pool_from_objects
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,8 +178,7 @@ def censoring_demo(seed: int = 0, runs: int = 200, deadline_ratio: float = 1.0,
     censored requests, rebuilt naively (censored ones dropped) and with the Kaplan-Meier rows."""
     pool, raw, wfile = _workflow()
     wf = make_workflow(pool, 0, POOL, None, "", None, "token_cost_mean")
-    ns = argparse.Namespace(budget=None, budget_ratio=4.0, deadline=None, deadline_ratio=deadline_ratio)
-    b, d = budget_and_deadline(ns, wf, 1.0)
+    b, d = Limits.ratios(4.0, deadline_ratio).resolve(wf.arr, f"{wf.source}: ")
     with tempfile.TemporaryDirectory(prefix="learn_cens_") as tmp:
         asyncio.run(live_episodes(wf, pool, method, b, d, runs, scale=0.1, seed=seed, world_seed=1000 + seed,
                                   concurrency=50, trace_dir=tmp, options=Options(cancel_siblings=True)))
@@ -240,12 +239,12 @@ def _on_time(line: dict[str, Any], budget: float, deadline: float, trials: int, 
     """MCPP's simulated on-time rate on a pool line (live rules, ``trials`` episodes)."""
     from simulator.costs.arrays import CostSetting, build_arrays
     from simulator.engine.registry import LIVE
-    from simulator.simulate import simulate_method
+    from simulator.simulate import SimSpec, simulate_run
 
     st = pool_from_objects([line], name="<e2e>")[0]
     arr = build_arrays(st, CostSetting(cost_mode="token_cost_mean"))
-    batch = simulate_method(arr, "mc_portfolio_rollout", budget, deadline, list(range(trials)), seed, 0, params,
-                            model_names=st.model_ids, execution_rules=LIVE)
+    spec = SimSpec(budget=budget, deadline=deadline, trials=list(range(trials)), seed=seed, dag=0, rules=LIVE)
+    batch = simulate_run(arr, "mc_portfolio_rollout", spec, params=params, model_names=st.model_ids)
     on_time, _, _ = batch.scored(deadline)
     return float(np.mean(on_time))
 
@@ -295,7 +294,7 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     from simulator.costs.arrays import CostSetting, build_arrays
     from simulator.costs.nominal import nominal_deadline
     from simulator.engine.registry import LIVE
-    from simulator.simulate import simulate_method
+    from simulator.simulate import SimSpec, simulate_run
 
     pool, raw, wfile = _workflow()
     d = deadline_ratio * nominal_deadline(build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean")))
@@ -309,8 +308,9 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     rates = []
     for obs in _resampled(list(c.obs), boot, seed):
         st = pool_from_objects([line_of(obs)], name="<boot>")[0]
-        batch = simulate_method(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, q.budget, d,
-                                list(range(runs)), seed + 7, 0, None, model_names=st.model_ids, execution_rules=LIVE)
+        spec = SimSpec(budget=q.budget, deadline=d, trials=list(range(runs)), seed=seed + 7, dag=0, rules=LIVE)
+        batch = simulate_run(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, spec,
+                             model_names=st.model_ids)
         rates.append(float(np.mean(batch.scored(d)[0])))
     wf = make_workflow(lpool, 0, "<learned>", None, "", None, "token_cost_mean", workflow=wfile)
     results, _ = asyncio.run(live_episodes(wf, pool, method, q.budget, d, runs, scale=0.1, seed=seed + 3,

@@ -31,7 +31,7 @@ from simulator.engine.episode import Policy, run_policy_episode
 from simulator.engine.loop import REASONS
 from simulator.engine.registry import LIVE, execution_of
 from simulator.methods import method_spec
-from simulator.simulate import policy_for, simulate_method
+from simulator.simulate import SimSpec, policy_for, simulate_run
 
 #: longest wall time the start barrier waits for the first wave's requests to reach the world
 START_BARRIER_MAX_S = 10.0
@@ -90,8 +90,8 @@ def compare(live: Side, sim: Side, z: float = 3.0) -> dict[str, Any]:
 def simulated_side(wf: Workflow, method: str, budget: float, deadline: float, runs: int, seed: int,
                    params: Mapping[str, Any] | None) -> Side:
     """N simulated episodes of ``method`` under the ``live`` execution rules (the rules the live run follows)."""
-    batch = simulate_method(wf.arr, method, budget, deadline, list(range(runs)), seed, wf.dag_row, params,
-                            model_names=wf.stats.model_ids, execution_rules=LIVE)
+    spec = SimSpec(budget=budget, deadline=deadline, trials=list(range(runs)), seed=seed, dag=wf.dag_row, rules=LIVE)
+    batch = simulate_run(wf.arr, method, spec, params=params, model_names=wf.stats.model_ids)
     on_time, reason, _ = batch.scored(deadline)
     return Side(np.asarray(on_time, dtype=bool), np.asarray(batch.total_cost, dtype=float),
                 [REASONS[int(c)] for c in reason])
@@ -188,11 +188,11 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
                 trace = Trace(path, fsync=(options or Options()).fsync)
                 try:
                     spec = RunSpec(budget=budget, deadline=deadline, seed=seed, trial=trial)
-                    run = open_run(wf, endpoints, method, spec, http=http, clock=clock, trace=trace,
-                                   params=params, options=options, limits=limits)
-                    if trial < concurrency:
-                        first_wave.append(run)
-                    return await run.run()
+                    async with open_run(wf, endpoints, method, spec, http=http, clock=clock, trace=trace,
+                                        params=params, options=options, limits=limits) as run:
+                        if trial < concurrency:
+                            first_wave.append(run)
+                        return await run.run()
                 finally:
                     trace.close(wait=False)  # fsynced and closed by the fsync thread: no disk wait in the loop
 

@@ -19,7 +19,6 @@ from executor.agree import agree, format_agreement, http_client, live_episodes
 from executor.clock import Clock
 from executor.endpoints import check_keys, load_endpoints
 from executor.inputs import (
-    budget_and_deadline,
     check_method,
     check_trace_path,
     live_cost_mode,
@@ -34,23 +33,29 @@ from simulator.base import cliargs
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.outputs import check_output_path
 from simulator.base.settings import check_seed
+from simulator.costs.limits import (
+    MODEL_SECONDS,
+    WALL_SECONDS,
+    Limits,
+    add_limit_arguments,
+    limits_from_args,
+    resolve_limits,
+)
 from simulator.mcpp.params import MCPP, add_mcpp_arguments, mcpp_params_from_args, resolve_params
 
 EXAMPLE_POOL = Path(__file__).resolve().parent.parent / "examples" / "example_pool.jsonl"
 
 
-def _common(ap: argparse.ArgumentParser, *, endpoints: bool) -> None:
+def _common(ap: argparse.ArgumentParser, *, endpoints: bool, deadline_unit: str) -> None:
+    """The flags of ``run`` and ``agree``; ``--deadline`` is in ``deadline_unit`` (wall seconds in ``run``, whose
+    clock is the wall's; model seconds in ``agree``, whose deadline is the simulator's), which its help says."""
     ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
     ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
     ap.add_argument("--tasks", type=cliargs.input_path(), default=None, help="tasks file (JSON); default: the loopback generic task per node")
     if endpoints:
         ap.add_argument("--endpoints", type=cliargs.input_path(), required=True, help="endpoints file (TOML)")
-    b = ap.add_mutually_exclusive_group(required=True)
-    b.add_argument("--budget", help="budget in the cost unit (tokens, or dollars in money mode)")
-    b.add_argument("--budget-ratio", help="multiple of the DAG's nominal budget")
-    d = ap.add_mutually_exclusive_group(required=True)
-    d.add_argument("--deadline", help="deadline in seconds")
-    d.add_argument("--deadline-ratio", help="multiple of the DAG's nominal deadline")
+    add_limit_arguments(ap, deadline_unit=deadline_unit, infinite_deadline=False,
+                        budget_unit="the cost unit (tokens, or dollars in money mode)")
     ap.add_argument("--method", default=MCPP, help="a registered method (mc_portfolio_rollout, sequential, uniform, ...)")
     ap.add_argument("--cost-mode", default="token", help="token (output tokens) or money (dollars from the prices)")
     ap.add_argument("--seed", default="0", help="run seed (planner keys; the world's draws in agree: seed + 1)")
@@ -87,6 +92,7 @@ def _checked(args, *, endpoints: bool):
     if not (args.time_scale > 0):
         raise ConfigError(f"--time-scale must be > 0, got {args.time_scale}")
     args.seed = check_seed(args.seed, "--seed", "flag")
+    limits_from_args(args)  # a bad budget or deadline: refused before anything is read
     check_method(args.method)
     cost_mode = live_cost_mode(args.cost_mode)
     params = mcpp_params_from_args(args)
@@ -106,7 +112,7 @@ def _checked(args, *, endpoints: bool):
 
 def cmd_run(argv: Sequence[str]) -> int:
     ap = cliargs.ArgumentParser(prog="python -m executor run", description="Run a workflow live.")
-    _common(ap, endpoints=True)
+    _common(ap, endpoints=True, deadline_unit=WALL_SECONDS)
     ap.add_argument("--trace", type=cliargs.output_path(), required=True, help="trace JSONL (one event per line, fsynced); a new file")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing trace file")
     ap.add_argument("--trial", type=int, default=0, help="trial number (sent to the endpoints in X-MCPP-Trial)")
@@ -122,7 +128,7 @@ def cmd_run(argv: Sequence[str]) -> int:
 
         check_learn_target(args.learn, wf.workflow_hash)
     check_keys(eps, wf.stats.model_ids, args.endpoints)
-    budget, deadline = budget_and_deadline(args, wf, args.time_scale)
+    budget, deadline = resolve_limits(args, wf.arr, f"{wf.source}: ", args.time_scale)
     opt = _run_options(args)
     signalled: list[str] = []
 
@@ -133,22 +139,21 @@ def cmd_run(argv: Sequence[str]) -> int:
         try:
             async with http_client() as http:
                 spec = RunSpec(budget=budget, deadline=deadline, seed=args.seed, trial=args.trial)
-                run = open_run(wf, eps, args.method, spec, http=http, clock=clock, trace=trace, params=params,
-                               options=opt)
+                async with open_run(wf, eps, args.method, spec, http=http, clock=clock, trace=trace, params=params,
+                                    options=opt) as run:
 
-                def on_signal(sig: signal.Signals) -> None:
-                    signalled.append(sig.name)
-                    run.interrupt(sig.name)
+                    def on_signal(sig: signal.Signals) -> None:
+                        signalled.append(sig.name)
+                        run.interrupt(sig.name)
 
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.add_signal_handler(sig, on_signal, sig)
-                return await run.run()
+                    for sig in (signal.SIGINT, signal.SIGTERM):
+                        loop.add_signal_handler(sig, on_signal, sig)
+                    return await run.run()
         finally:
             trace.close()
 
     res = asyncio.run(go())
-    events, torn = read_trace(args.trace)
-    s = summarize(events, torn)
+    events, s = res.events, res.summary  # the run's own result: no re-reading of its trace
     print(redact(json.dumps(s)) if args.json else format_summary(s))
     from executor.learn import drift_lines, learn_after_run
 
@@ -225,7 +230,7 @@ def cmd_world(argv: Sequence[str]) -> int:
 def cmd_agree(argv: Sequence[str]) -> int:
     ap = cliargs.ArgumentParser(prog="python -m executor agree",
                                  description="Live episodes against the loopback world vs simulated ones.")
-    _common(ap, endpoints=False)
+    _common(ap, endpoints=False, deadline_unit=MODEL_SECONDS)
     ap.add_argument("--runs", type=int, default=200, help="episodes on each side")
     ap.add_argument("--concurrency", type=int, default=200, help="live episodes at once")
     ap.add_argument("--world-seed", default=None, help="seed of the world's draws (default: seed + 1)")
@@ -235,7 +240,7 @@ def cmd_agree(argv: Sequence[str]) -> int:
     if args.time_scale == 1.0 and "--time-scale" not in argv:
         args.time_scale = 0.1
     pool, wf, _, params = _checked(args, endpoints=False)
-    budget, deadline = budget_and_deadline(args, wf, 1.0)  # agree's deadline: the simulator's (model seconds)
+    budget, deadline = resolve_limits(args, wf.arr, f"{wf.source}: ", args.time_scale)  # model seconds (the flag's)
     if args.runs < 2 or args.concurrency < 1:
         raise ConfigError("--runs must be >= 2 and --concurrency >= 1")
     ws = None if args.world_seed is None else check_seed(args.world_seed, "--world-seed", "flag")
@@ -257,9 +262,7 @@ def cmd_demo(argv: Sequence[str]) -> int:
     args = ap.parse_args(argv)
     pool, dag = load_dag(args.pool, args.dag)
     wf = make_workflow(pool, dag, args.pool, None, "", None, "token_cost_mean")
-    ns = argparse.Namespace(budget=None, budget_ratio=args.budget_ratio, deadline=None,
-                            deadline_ratio=args.deadline_ratio)
-    budget, deadline = budget_and_deadline(ns, wf, 1.0)
+    budget, deadline = Limits.ratios(args.budget_ratio, args.deadline_ratio).resolve(wf.arr, f"{wf.source}: ")
     out_dir = Path(args.trace_dir or tempfile.mkdtemp(prefix="executor_demo_"))
     out_dir.mkdir(parents=True, exist_ok=True)
     params: dict = {}  # MCPP with its defaults, as the docs' first example

@@ -43,7 +43,7 @@ import numpy as np
 from executor.agree import http_client
 from executor.clock import Clock
 from executor.endpoints import Endpoint, check_keys, load_endpoints
-from executor.inputs import live_cost_mode, make_workflow, positive_finite
+from executor.inputs import live_cost_mode, make_workflow
 from executor.live import Options, RunSpec, Workflow, open_run
 from executor.trace import Trace, read_trace, summarize
 from executor.workflow import WorkflowFile, load_workflow
@@ -52,6 +52,7 @@ from simulator.base import cliargs
 from simulator.base.errors import ConfigError
 from simulator.base.io_utils import atomic_write_json
 from simulator.base.outputs import check_output_path
+from simulator.costs.limits import ABSOLUTE, BUDGET, DEADLINE, WALL_SECONDS, Limit
 from simulator.engine.episode import Policy
 from simulator.pools.pool import pool_from_objects
 
@@ -214,11 +215,11 @@ async def explore(wf: WorkflowFile, workflow: Workflow, endpoints: Mapping[str, 
             trace = Trace(path)
             try:
                 async with http_client() as http:
-                    run = open_run(workflow, endpoints, "sequential", RunSpec(budget=share, deadline=deadline,
-                                                                               seed=seed, trial=no),
-                                   http=http, clock=clock, trace=trace, options=options)
-                    _as_explorer(run, policy)
-                    await run.run()
+                    async with open_run(workflow, endpoints, "sequential", RunSpec(budget=share, deadline=deadline,
+                                                                                    seed=seed, trial=no),
+                                        http=http, clock=clock, trace=trace, options=options) as run:
+                        _as_explorer(run, policy)
+                        await run.run()
             finally:
                 trace.close()
 
@@ -268,11 +269,12 @@ def cmd_explore(argv: Sequence[str]) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the tie-breaking draws")
     ap.add_argument("--max-runs", type=int, default=None, help="stop after this many runs (this invocation)")
     args = ap.parse_args(argv)
-    budget = positive_finite(args.budget, "--budget")
+    budget = Limit(BUDGET, args.budget).value  # absolute only: the cap on the whole bill
     if args.per_pair < 1 or args.concurrency < 1 or not (args.time_scale > 0) or \
             (args.max_runs is not None and args.max_runs < 1):
         raise ConfigError("--per-pair, --concurrency and --max-runs must be >= 1 and --time-scale > 0")
-    deadline_wall = DEFAULT_RUN_DEADLINE_S if args.deadline is None else positive_finite(args.deadline, "--deadline")
+    deadline = Limit(DEADLINE, DEFAULT_RUN_DEADLINE_S if args.deadline is None else args.deadline, ABSOLUTE,
+                     WALL_SECONDS, infinite=False)
     cost_mode = live_cost_mode(args.cost_mode)
     wf = load_workflow(args.workflow)
     eps = load_endpoints(args.endpoints)
@@ -289,7 +291,7 @@ def cmd_explore(argv: Sequence[str]) -> int:
     for line in _state(trace_dir, wf, cost_mode, budget, workflow.stats.model_ids):
         print(line)
     asyncio.run(explore(wf, workflow, eps, budget=budget, per_pair=args.per_pair, trace_dir=trace_dir,
-                               deadline=deadline_wall / args.time_scale, clock=Clock(args.time_scale),
+                               deadline=deadline.of_nominal(None, time_scale=args.time_scale), clock=Clock(args.time_scale),
                                concurrency=args.concurrency, seed=args.seed, options=Options(),
                                say=lambda s: print(s, flush=True), max_runs=args.max_runs))
     return 0

@@ -4,7 +4,9 @@ Bad input is refused with one line naming the file and the item
 (:class:`~simulator.base.errors.ConfigError`): an endpoints file missing a
 field or with a negative price, a pool model with no endpoint, a task kind
 without its payload, a budget or deadline that is not a finite number > 0,
-an unknown method, a cost mode with no live meaning.
+an unknown method, a cost mode with no live meaning. The budget and the
+deadline come in through :mod:`simulator.costs.limits` (the flags' units and
+the one rule of a ratio).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from executor.endpoints import Endpoint, check_models_served
 from executor.live import Workflow
@@ -20,10 +21,8 @@ from executor.tasks import load_tasks
 from executor.workflow import WorkflowFile, check_topology, pool_workflow_doc, workflow_hash
 from simulator.base.errors import ConfigError
 from simulator.base.outputs import check_output_path
-from simulator.base.validation import check_number
 from simulator.costs.arrays import CostSetting, build_arrays
 from simulator.costs.charges import DEFAULT_PRICES, normalize_cost_mode
-from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.methods import method_spec
 from simulator.pools.pool import Pool, load_pool
 
@@ -40,10 +39,6 @@ def live_cost_mode(mode: str) -> str:
 def check_method(method: str) -> str:
     method_spec(method, "--method")  # refuses an unknown name with the closest one
     return method
-
-
-def positive_finite(value: Any, name: str) -> float:
-    return check_number(value, name, "flag", lo=0.0, lo_inclusive=False)
 
 
 def load_dag(pool_path: str, dag: int) -> tuple[Pool, int]:
@@ -97,21 +92,6 @@ def tasks_dataset(tasks_path: str | None) -> str | None:
         return None
     doc = json.loads(Path(tasks_path).read_text(encoding="utf-8"))
     return doc.get("dataset") if isinstance(doc, dict) else None
-
-
-def budget_and_deadline(args, wf: Workflow, time_scale: float) -> tuple[float, float]:
-    """(budget in the cost unit, deadline in model seconds) from ``--budget``/``--budget-ratio`` and
-    ``--deadline`` (wall seconds) / ``--deadline-ratio`` (a multiple of the nominal deadline, model seconds)."""
-    where = f"{wf.source}: "
-    if getattr(args, "budget", None) is not None:
-        budget = positive_finite(args.budget, "--budget")
-    else:
-        budget = positive_finite(args.budget_ratio, "--budget-ratio") * nominal_budget(wf.arr, where)
-    if getattr(args, "deadline", None) is not None:
-        deadline = positive_finite(args.deadline, "--deadline") / time_scale
-    else:
-        deadline = positive_finite(args.deadline_ratio, "--deadline-ratio") * nominal_deadline(wf.arr, where)
-    return float(positive_finite(budget, "the budget")), float(positive_finite(deadline, "the deadline"))
 
 
 def check_trace_path(trace: str, inputs: Iterable[str | None], overwrite: bool) -> Path:

@@ -18,10 +18,17 @@ reservation afterwards is one of three things, decided by
   waiting in a backoff or for a concurrency slot) or the server refused it
   with a complete error answer (4xx, 5xx, 429), which providers do not bill.
 
+**Batch holds** (the live rules' settlement per batch): a sample launched in
+a batch opens its reservation with :meth:`Ledger.hold`; what its settlements
+and releases free stays *kept* for the batch until :meth:`Ledger.end_batch`,
+so the budget left a decision sees (:meth:`Ledger.available`) and a node's
+room under its static cap (:meth:`Ledger.room`) are the ledger's answers
+alone. A retry's fresh reservation joins the same hold.
+
 The invariant, checked after every change: every amount is finite and >= 0,
-and ``spent - over + reserved + unbilled <= budget``: what the run launched
-fits in the budget; ``over`` is what servers billed beyond what they were
-asked (the run ends when it leaves nothing).
+and ``spent - over + reserved + unbilled + kept <= budget``: what the run
+launched fits in the budget; ``over`` is what servers billed beyond what
+they were asked (the run ends when it leaves nothing).
 """
 
 from __future__ import annotations
@@ -40,6 +47,18 @@ class LedgerError(AssertionError):
 
 
 @dataclass
+class Hold:
+    """One sample's place in its batch: what its first reservation took, kept for the batch until it ends."""
+
+    amount: float
+    #: what the ledger counts for the sample now (held, settled, possibly billed); the batch keeps the rest
+    now: float
+
+    def kept(self) -> float:
+        return max(0.0, self.amount - self.now)
+
+
+@dataclass
 class Reservation:
     """One request's worst case, held until it is settled, marked possibly billed or released."""
 
@@ -47,6 +66,7 @@ class Reservation:
     key: int  # the node position it is charged to (the static caps of the baselines)
     state: str = HELD
     charge: float = 0.0
+    hold: Hold | None = None  # its sample's place in a batch (:meth:`Ledger.hold`)
 
 
 @dataclass
@@ -61,6 +81,8 @@ class Ledger:
     over: float = 0.0
     #: cost committed per key (held + settled + possibly billed): a node's share of the static caps
     committed: dict[int, float] = field(default_factory=dict)
+    #: per batch (its node position): its samples' holds, until :meth:`end_batch`
+    batches: dict[int, list[Hold]] = field(default_factory=dict)
     _held: int = 0
 
     def __post_init__(self) -> None:
@@ -69,19 +91,45 @@ class Ledger:
         self.budget = float(self.budget)
 
     def available(self) -> float:
-        """What a new reservation may take."""
-        return max(0.0, self.budget - self.spent - self.reserved - self.unbilled)
+        """What a new reservation may take: the budget left, less what batches in flight keep until they end."""
+        return max(0.0, max(0.0, self.budget - self.spent - self.reserved - self.unbilled) - self.kept())
+
+    def kept(self, key: int | None = None) -> float:
+        """What the settlements of batch ``key``'s samples freed and the batch keeps until it ends (all: None)."""
+        if key is not None:
+            return sum(h.kept() for h in self.batches.get(key, ()))
+        return sum(sum(h.kept() for h in hs) for hs in self.batches.values())
+
+    def room(self, key: int, cap: float) -> float:
+        """What node ``key`` may still reserve: the budget left, within its static cap ``cap``."""
+        return min(self.available(), cap - self.committed.get(key, 0.0) - (self.kept(key) if key in self.batches
+                                                                          else 0.0))
+
+    def hold(self, amount: float, key: int) -> Reservation:
+        """Reserve ``amount`` for a new sample of batch ``key``: the batch keeps it until :meth:`end_batch`."""
+        h = Hold(_amount(amount, "reservation"), 0.0)
+        r = self.reserve(amount, key, hold=h)
+        self.batches.setdefault(int(key), []).append(h)
+        return r
+
+    def end_batch(self, key: int) -> None:
+        """Batch ``key`` ended: what its samples' settlements freed is free for the run."""
+        self.batches.pop(int(key), None)
+        self._check()
 
     def may_have_billed(self) -> float:
         """The most the provider may bill for this run so far: spent + reserved + unbilled."""
         return self.spent + self.reserved + self.unbilled
 
-    def reserve(self, amount: float, key: int) -> Reservation:
-        """Hold ``amount`` for one request; refused (LedgerError) when it is not finite, < 0 or does not fit."""
+    def reserve(self, amount: float, key: int, *, hold: Hold | None = None) -> Reservation:
+        """Hold ``amount`` for one request (of the sample ``hold``, a retry's fresh reservation); refused
+        (LedgerError) when it is not finite, < 0 or does not fit."""
         amount = _amount(amount, "reservation")
         if amount > self.available() + EPS * max(1.0, self.budget):
             raise LedgerError(f"reservation {amount!r} does not fit in {self.available()!r}")
-        r = Reservation(amount, int(key))
+        r = Reservation(amount, int(key), hold=hold)
+        if hold is not None:
+            hold.now += amount
         self.reserved += amount
         self._held += 1
         self.committed[r.key] = self.committed.get(r.key, 0.0) + amount
@@ -97,6 +145,8 @@ class Ledger:
         self.spent += c
         self.over += max(0.0, c - r.amount)
         self.committed[r.key] -= r.amount - c
+        if r.hold is not None:
+            r.hold.now += c - r.amount
         self._check()
         return c
 
@@ -110,6 +160,8 @@ class Ledger:
         """Nothing of the request can be billed: free the reservation."""
         self._leave(r, RELEASED)
         self.committed[r.key] -= r.amount
+        if r.hold is not None:
+            r.hold.now -= r.amount
         self._check()
 
     def _leave(self, r: Reservation, state: str) -> None:
@@ -129,9 +181,10 @@ class Ledger:
                 raise LedgerError(f"{name} = {x!r}")
             if x < 0:
                 setattr(self, name, 0.0)
-        if self.spent - self.over + self.reserved + self.unbilled > self.budget + tol:
+        kept = self.kept()
+        if self.spent - self.over + self.reserved + self.unbilled + kept > self.budget + tol:
             raise LedgerError(f"spent {self.spent!r} - over {self.over!r} + reserved {self.reserved!r} + unbilled "
-                              f"{self.unbilled!r} > budget {self.budget!r}")
+                              f"{self.unbilled!r} + kept {kept!r} > budget {self.budget!r}")
 
     def exhausted(self) -> bool:
         """A server's excess left no budget: spent + reserved + unbilled reached it."""

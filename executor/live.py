@@ -1,7 +1,13 @@
 """One live run: the event-driven loop that plans, launches requests, judges answers and keeps the ledger.
 
+:class:`LiveRun` is the run's shell (the loop, the clock and its holds, the
+trace, the deadline, the models' exits); its parts are
+:mod:`executor.deciding` (the decisions), :mod:`executor.launching` (the
+launches), :mod:`executor.sampling` (the HTTP side, with
+:mod:`executor.retry`'s decision) and :mod:`executor.ledger` (the money).
 The run follows the simulator's ``live`` execution rules
-(:mod:`simulator.engine.live_rules`, the one module both call;
+(:mod:`simulator.engine.live_core` and :mod:`simulator.engine.live_rules`,
+which both drivers call;
 ``docs/semantics.md``), so a live episode and its simulated twin (the same
 keyed draws) end the same way, and the method's planner plans for the rules
 it will meet:
@@ -30,7 +36,7 @@ it will meet:
   request reserves its worst case before it is sent and is settled on the
   reported usage (without a usable usage report: at its reservation); a
   trusted report above the reservation (a server that answered more than
-  asked) is spent as reported, counted apart (``over_reservation``), and
+  asked) is spent as reported, kept apart (``over_reservation``), and
   ends the run when it leaves no budget. A request that reached the server
   without a whole answer keeps its reservation as *unbilled* and is never
   re-sent on it, so spent + unbilled - over_reservation <= budget always.
@@ -51,51 +57,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 import uuid
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import numpy as np
 
-from executor import starvation, verifiers
+from executor import starvation
 from executor.client import (
     DOWN_KINDS,
-    RETRYABLE,
     EndpointHealth,
     TryResult,
-    backoff_s,
-    gate_of,
-    prompt_token_bound,
-    request_body,
-    try_once,
 )
 from executor.clock import Clock
+from executor.deciding import Decisions
 from executor.endpoints import Endpoint
-from executor.estimates import Observations, Residuals, posterior_arrays
-from executor.ledger import HELD, SETTLED, UNBILLED, Ledger, Reservation, billing_of
-from executor.offload import PLANNER
+from executor.estimates import Observations, Residuals
+from executor.launching import Launcher
+from executor.ledger import Ledger
+from executor.sampling import Batch, Ended, Sample, SampleRequests
 from executor.tasks import Task
-from executor.trace import Trace
+from executor.trace import Trace, summarize
 from executor.workflow import EXECUTOR_VERSION
 from simulator.costs.arrays import DagArrays
-from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate, live_tables
-from simulator.engine.live_rules import (
-    END,
-    LAUNCH,
-    atomic_admission,
-    atomic_reservation,
-    attempt_reservation,
-    tokens_within,
+from simulator.engine.live_core import (
+    method_uses,
+    ready_nodes,
+    some_launch_fits,
+    stuck_node,
 )
+from simulator.engine.live_episode import live_tables
 from simulator.engine.loop import first_uncompletable
-from simulator.engine.registry import LIVE, LIVE_PER_ATTEMPT, execution_of
-from simulator.mcpp.api import build_view
+from simulator.engine.registry import LIVE, execution_of
 from simulator.methods import method_spec
 from simulator.pools.pool import DagStats
 from simulator.simulate import policy_for
@@ -165,6 +162,13 @@ class RunResult:
     decisions: list[tuple] = field(default_factory=list)
     #: spent beyond the reservations (servers that billed more than they were asked; in ``spent``)
     over_reservation: float = 0.0
+    #: the run's trace events, as written (the report reads them here, not back from the file)
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The run's report (:func:`executor.trace.summarize` of its events): what ``executor run`` prints."""
+        return summarize(self.events)
 
 
 def run_identity(wf: Workflow) -> dict[str, Any]:
@@ -174,72 +178,6 @@ def run_identity(wf: Workflow) -> dict[str, Any]:
             "workflow_hash": wf.workflow_hash or None,
             "node_names": {str(k): v for k, v in wf.node_names.items()} or None,
             "executor_version": EXECUTOR_VERSION}
-
-
-class _Ended(Exception):
-    def __init__(self, reason: str, message: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.message = message
-
-
-@dataclass
-class _Sample:
-    index: int  # attempt number of (node, model) in the run (the world's draw key)
-    reservation: float  # the amount of its first reservation (a retry reserves at most this)
-    max_tokens: int
-    res: Reservation | None = None
-    task: asyncio.Task | None = None
-    passed: bool = False
-    done: bool = False
-    #: why it was cancelled: "deadline", "sibling" (a sibling passed) or "run_end" (the run ended otherwise)
-    cancel_reason: str | None = None
-    #: a pausable clock's hold from the launch until the request is on the wire (LiveRun._hold)
-    hold: Any = None
-    #: what the ledger counts for this sample now (held, settled, possibly billed): its reservation until it
-    #: settles below it; the batch holds the difference until it ends (live rules: settlement per batch)
-    counted: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.res is not None:
-            self.counted = self.res.amount
-
-
-@dataclass
-class _Batch:
-    v: int
-    j: int
-    t_launch: float
-    samples: list[_Sample]
-    judged: int = 0
-    passed: bool = False
-    answers: dict[int, str] = field(default_factory=dict)
-
-    def freed(self) -> float:
-        """What its samples' settlements freed in the ledger, still held by the batch until it ends."""
-        return sum(max(0.0, s.reservation - s.counted) for s in self.samples)
-
-
-@dataclass
-class _Outcome:
-    """What one sample's requests came to (one ``request`` line)."""
-
-    status: str = "failed"
-    text: str = ""
-    pt: float | None = 0
-    ct: float | None = 0
-    source: str = "none"
-    charge: float = 0.0
-    tries: int = 0
-    http_status: int | None = None
-    error: str = ""
-    faults: Counter = field(default_factory=Counter)
-    #: per try: sent_at, first_byte_at, answered_at (run model seconds), kind, http_status, billing
-    try_log: list[dict[str, Any]] = field(default_factory=list)
-    queued_s: float = 0.0  # model seconds waiting for the endpoint's concurrency slot
-    backoff_s: float = 0.0  # model seconds in retry back-off and at Retry-After gates
-    served_model: str | None = None
-    gateway_retries: int = 0  # retries gateways said they made upstream for this sample's tries
 
 
 class LiveRun:
@@ -252,15 +190,17 @@ class LiveRun:
                  limits: Mapping[str, asyncio.Semaphore] | None = None) -> None:
         self.wf, self.endpoints, self.method = wf, endpoints, method
         self.budget, self.deadline = float(budget), float(deadline)
-        self.http, self.clock, self.trace = http, clock, trace
+        self.clock, self.trace = clock, trace
+        self.launcher = Launcher(self)
         self.seed, self.trial = int(seed), int(trial)
         self.opt = options or Options()
-        self.health = health or EndpointHealth(self.opt.down_after)  # per run: one run's faults end no other
-        self.limits = limits if limits is not None else {m: asyncio.Semaphore(ep.concurrency)
-                                                         for m, ep in endpoints.items()}
+        # the HTTP side: per run health (one run's faults end no other), per endpoint concurrency
+        self.io = SampleRequests(self, http, health or EndpointHealth(self.opt.down_after),
+                                 limits if limits is not None else {m: asyncio.Semaphore(ep.concurrency)
+                                                                    for m, ep in endpoints.items()},
+                                 self.seed, self.trial)
         self.spec = method_spec(method)
         self.params = params
-        self._twin = None
         arr = wf.arr
         # the live run follows the simulator's live rules (simulator.engine.live_rules); its planner plans for them
         self.policy, self.launch_rule = policy_for(method, params, None, wf.stats.model_ids,
@@ -275,31 +215,23 @@ class LiveRun:
         self.node_ids = [int(x) for x in wf.stats.node_ids]
         self.parents = [list(arr.parent_idx[arr.parent_ptr[v]:arr.parent_ptr[v + 1]]) for v in range(arr.n)]
         self.completed = np.zeros(arr.n, dtype=np.bool_)
-        self.batches: dict[int, _Batch] = {}
+        self.batches: dict[int, Batch] = {}
         self.attempt_no = np.zeros(arr.n * arr.m, dtype=np.int64)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)
         self._messages: dict[int, list[dict[str, str]]] = {}  # node position -> its requests' messages
-        self.ledger_ = Ledger(self.budget)
+        self.ledger = Ledger(self.budget)
         #: the planner's view of what may still be launched: (node, model) pairs refused or on a model that is down
         self.plan_arr = arr
         self.down: dict[str, tuple[str, str]] = {}  # model id -> (termination it would cause, message)
         self.pair_refusals: dict[tuple[int, int], str] = {}
-        self.pair_requests: Counter = Counter()
-        #: per model: (failed tries since its last answer, the last upstream error a gateway reported retrying)
-        self.failing: dict[str, tuple[int, str]] = {}
         self.finished: asyncio.Queue[int] = asyncio.Queue()
         self.residuals = Residuals(arr)
         self.obs = Observations()
-        self.rng = random.Random(self.seed * 1_000_003 + self.trial)
-        self.decisions = self.requests = self.retries = 0
-        self.decision_points = 0  # decisions asked for, with or without a ready node (the planner's key)
-        self.planner_ms = 0.0
-        self.planner_wall = 0.0  # seconds spent waiting for planner calls (queue included)
-        self.decision_log: list[tuple] = []
+        self.planner = Decisions(self)
         self.overhead_ms: list[float] = []  # per batch end: the executor's own time (planner call excluded)
         self.t0 = 0.0
         self._halt: asyncio.Future | None = None
-        self._pending_halt: _Ended | None = None
+        self._pending_halt: Ended | None = None
         #: set once the first decision has launched (or the run ended): ``agree``'s start barrier waits for it
         self.launched = asyncio.Event()
         self.samples_started = 0
@@ -309,15 +241,15 @@ class LiveRun:
 
     @property
     def spent(self) -> float:
-        return self.ledger_.spent
+        return self.ledger.spent
 
     @property
     def reserved(self) -> float:
-        return self.ledger_.reserved
+        return self.ledger.reserved
 
     @property
     def unbilled(self) -> float:
-        return self.ledger_.unbilled
+        return self.ledger.unbilled
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -326,38 +258,12 @@ class LiveRun:
         return self.deadline - self.elapsed()
 
     def available(self) -> float:
-        """The budget left a decision sees: a batch in flight holds its reservations until it ends (live rules)."""
-        return max(0.0, self.ledger_.available() - sum(b.freed() for b in self.batches.values()))
+        """The budget left a decision sees (the ledger's: a batch in flight holds its reservations until it ends)."""
+        return self.ledger.available()
 
     def node_room(self, v: int) -> float:
-        """What node ``v`` may still reserve: the budget left, within its static cap."""
-        freed = self.batches[v].freed() if v in self.batches else 0.0
-        return min(self.available(), self.cap[v] - self.ledger_.committed.get(v, 0.0) - freed)
-
-    def cost(self, ep: Endpoint, prompt_tokens: float, completion_tokens: float) -> float:
-        """The charge of a request in the run's cost unit: the simulator's charge of the same attempt."""
-        if self.wf.cost_mode == "token_cost_mean":
-            return float(completion_tokens)
-        return prompt_tokens * (ep.input_price_per_1m / 1e6) + completion_tokens * (ep.output_price_per_1m / 1e6)
-
-    def expected_cost(self, v: int, j: int) -> float:
-        """Expected cost of one sample: the planner's kappa(v, j) plus the bound on its prompt's cost."""
-        ep = self.endpoints[self.wf.stats.model_ids[j]]
-        return float(self.wf.arr.kappa[v, j]) + self.cost(ep, prompt_token_bound(self.messages(v)), 0)
-
-    def ceiling(self, v: int, j: int) -> float:
-        """The largest cost one sample of (v, j) can have: the pool's largest charge plus the prompt's bound."""
-        ep = self.endpoints[self.wf.stats.model_ids[j]]
-        return float(self.rules.ceiling[v, j]) + self.cost(ep, prompt_token_bound(self.messages(v)), 0)
-
-    def capped(self, v: int, j: int, room: float) -> tuple[int, float]:
-        """(max_tokens, reservation) of one sample that may reserve at most ``room`` (max_tokens 0: nothing fits)."""
-        ep = self.endpoints[self.wf.stats.model_ids[j]]
-        prompt = self.cost(ep, prompt_token_bound(self.messages(v)), 0)
-        per_token = self.cost(ep, 0, 1)
-        tokens = ep.max_tokens if per_token <= 0 else min(ep.max_tokens, tokens_within(room - prompt, per_token))
-        tokens = max(tokens, 0)
-        return tokens, prompt + tokens * per_token
+        """What node ``v`` may still reserve: the budget left, within its static cap (the ledger's answer)."""
+        return self.ledger.room(v, float(self.cap[v]))
 
     def messages(self, v: int) -> list[dict[str, str]]:
         """The messages of node v's requests, built once: a node is launched only when its parents' accepted
@@ -371,13 +277,13 @@ class LiveRun:
             self._messages[v] = msgs
         return msgs
 
-    def ledger(self) -> None:
+    def write_ledger(self) -> None:
         self.trace.write("ledger", t=round(self.elapsed(), 6), spent=self.spent, reserved=self.reserved,
                          unbilled=self.unbilled, budget=self.budget)
 
     # -- ending ----------------------------------------------------------------------------
 
-    def halt(self, ended: _Ended) -> None:
+    def halt(self, ended: Ended) -> None:
         """End the run at once (the first reason wins): the main loop and a pending planner call wake up."""
         if self._halt is None:
             self._pending_halt = self._pending_halt or ended
@@ -386,32 +292,22 @@ class LiveRun:
 
     def interrupt(self, signal_name: str) -> None:
         """SIGINT/SIGTERM: end the run, cancel what is in flight, write the ``end`` event with the ledger."""
-        self.halt(_Ended("interrupted", f"{signal_name} received: the run was interrupted"))
+        self.halt(Ended("interrupted", f"{signal_name} received: the run was interrupted"))
 
     def unfinished(self) -> list[int]:
         return [self.node_ids[v] for v in range(self.n) if not self.completed[v]]
 
     async def _deadline_watch(self) -> None:
         await self.clock.sleep_until(self.t0 + self.deadline, priority=1)  # after answers due at D
-        self.halt(_Ended("deadline_exhausted", f"the deadline ({self.deadline:.6g} model s) passed with "
+        self.halt(Ended("deadline_exhausted", f"the deadline ({self.deadline:.6g} model s) passed with "
                                                f"node(s) {self.unfinished()} unfinished"))
 
     # -- the run ---------------------------------------------------------------------------
 
-    async def warm_up(self) -> None:
-        """Every kernel the run calls, compiled before the deadline's clock starts: one throwaway decision."""
-        first_uncompletable(self.wf.arr, self.mask, self.legacy_only)
-        if not self.ready():
-            return
-        view = build_view(self.wf.stats, self.wf.arr, self.budget, self.deadline, [], [], self.seed, 0)
-        fn = self.policy.decide if self.policy.plans else self.policy.act
-        await PLANNER.run(fn, view)
-        self.policy.reset(self.wf.arr, self.seed, self.wf.dag_row, self.trial)
-
     async def run(self) -> RunResult:
         st = self.wf.stats
         if self.opt.warm_up:
-            await self.warm_up()
+            await self.planner.warm_up()
         self.t0 = self.clock.now()
         self._halt = asyncio.get_running_loop().create_future()
         if self._pending_halt is not None:
@@ -429,21 +325,21 @@ class LiveRun:
         reason, message = "completed", ""
         try:
             if first_uncompletable(self.wf.arr, self.mask, self.legacy_only) >= 0:
-                raise _Ended("stalled", "a node no allowed model can complete")
+                raise Ended("stalled", "a node no allowed model can complete")
             await self.decide()
             self.launched.set()
             while not self.completed.all():
                 if self._halt.done():
                     raise self._halt.result()
                 if not self.batches:
-                    raise _Ended(*self.no_progress())
+                    raise Ended(*self.no_progress())
                 getter = asyncio.ensure_future(self.finished.get())
                 await asyncio.wait({getter, self._halt}, return_when=asyncio.FIRST_COMPLETED)
                 if self._halt.done():
                     getter.cancel()
                     raise self._halt.result()
                 t_ev = time.perf_counter()
-                plan_before = self.planner_wall
+                plan_before = self.planner.planner_wall
                 self.end_batch(getter.result())
                 if not self.completed.all():
                     await self.decide()
@@ -451,8 +347,8 @@ class LiveRun:
                     self._let_go(self._finish_holds.pop())
                 # the event's own cost: handling the batch end, the replanning bookkeeping and the launches,
                 # not the planner call (which runs on the planner thread while the loop serves others)
-                self.overhead_ms.append((time.perf_counter() - t_ev - (self.planner_wall - plan_before)) * 1e3)
-        except _Ended as e:
+                self.overhead_ms.append((time.perf_counter() - t_ev - (self.planner.planner_wall - plan_before)) * 1e3)
+        except Ended as e:
             reason, message = e.reason, e.message
         finally:
             self.launched.set()
@@ -461,7 +357,7 @@ class LiveRun:
                 self._let_go(self._finish_holds.pop())
             await self.cancel_all("deadline" if reason == "deadline_exhausted" else "run_end")
         if reason == "deadline_exhausted":
-            out_all, said = self.outage()
+            out_all, said = self.io.outage()
             if out_all:
                 reason, message = "provider_unavailable", f"every model is unavailable: {said} ({message})"
             elif said:
@@ -470,14 +366,14 @@ class LiveRun:
         success = reason == "completed"
         on_time = success and makespan <= self.deadline
         res = RunResult(success, on_time, reason, makespan, time.perf_counter() - wall0, self.spent,
-                        self.unbilled, self.requests, self.retries, self.decisions, self.planner_ms, message,
-                        self.overhead_ms, self.decision_log, self.ledger_.over)
+                        self.unbilled, self.io.requests, self.io.retries, self.planner.decisions, self.planner.planner_ms, message,
+                        self.overhead_ms, self.planner.decision_log, self.ledger.over, self.trace.events)
         starved.close()
         slip = None if self.clock.pausable else starvation.explain_slip(
             res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
-                         over_reservation=self.ledger_.over,
+                         over_reservation=self.ledger.over,
                          reserved=self.reserved, budget=self.budget, termination=reason, message=message,
                          nodes_completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
                          **starved.fields(), **({} if slip is None else {"slip": slip}))
@@ -490,17 +386,14 @@ class LiveRun:
         stuck = self.stuck()
         if stuck is not None:
             return stuck
-        for v in self.ready():
-            for j in range(self.m):
-                if self.allowed(v, j) and self.expected_cost(v, j) <= self.node_room(v):
-                    return "stalled", f"the method launched nothing for ready node(s) {[self.node_ids[r] for r in self.ready()]}"
+        if some_launch_fits(self.ready(), self.m, self.allowed, self.launcher.expected_cost, self.node_room):
+            return "stalled", f"the method launched nothing for ready node(s) {[self.node_ids[r] for r in self.ready()]}"
         return "budget_exhausted", (f"the budget left ({self.available():.6g} of {self.budget:.6g}) cannot pay the "
                                     f"expected cost of any launch of node(s) {[self.node_ids[r] for r in self.ready()]}")
 
     def method_uses(self, v: int, j: int) -> bool:
         """Is model j on node v one of the method's (its models, or the node's legacy model), refused or not?"""
-        ok = (j == int(self.wf.arr.legacy[v])) if self.legacy_only else bool(self.mask[j])
-        return ok and bool(self.wf.arr.available[v, j])
+        return method_uses(self.wf.arr, self.mask, self.legacy_only, v, j)
 
     def allowed(self, v: int, j: int) -> bool:
         """May the run still launch model j on node v (the method's models, not refused, its model not down)?"""
@@ -508,30 +401,24 @@ class LiveRun:
 
     def stuck(self) -> tuple[str, str] | None:
         """(termination, message) when an unfinished node has no model left that could complete it."""
-        for v in range(self.n):
-            if self.completed[v] or (v in self.batches and self.batches[v].passed):
-                continue
-            if any(self.allowed(v, j) for j in range(self.m)):
-                continue
-            if v in self.batches and any(not s.done for s in self.batches[v].samples):
-                continue  # its batch may still pass
+        v = stuck_node(self.n, self.m, self.completed, lambda u: u in self.batches and self.batches[u].passed,
+                       self.allowed, lambda u: u in self.batches and any(not s.done for s in self.batches[u].samples))
+        if v >= 0:
             causes = [self.down[m] for j, m in enumerate(self.wf.stats.model_ids)
                       if self.wf.arr.available[v, j] and m in self.down]
             causes += [("refused", msg) for (u, _), msg in self.pair_refusals.items() if u == v]
-            if not causes:
-                return None
-            termination = "refused" if any(t == "refused" for t, _ in causes) else "provider_unavailable"
-            return termination, f"node {self.node_ids[v]} has no model left: {'; '.join(m for _, m in causes)}"
+            if causes:
+                termination = "refused" if any(t == "refused" for t, _ in causes) else "provider_unavailable"
+                return termination, f"node {self.node_ids[v]} has no model left: {'; '.join(m for _, m in causes)}"
         return None
 
     def check_stuck(self) -> None:
         stuck = self.stuck()
         if stuck is not None:
-            self.halt(_Ended(*stuck))
+            self.halt(Ended(*stuck))
 
     def ready(self) -> list[int]:
-        return [v for v in range(self.n) if not self.completed[v] and v not in self.batches
-                and all(self.completed[p] for p in self.parents[v])]
+        return ready_nodes(self.n, self.completed, self.batches.__contains__, self.parents)
 
     # -- what the planner may still use ----------------------------------------------------
 
@@ -549,7 +436,7 @@ class LiveRun:
         ep = self.endpoints[model_id]
         termination = "refused" if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
         why = r.detail or r.kind
-        words = self.failing.get(model_id, (0, ""))[1]
+        words = self.io.failing.get(model_id, (0, ""))[1]
         if r.kind in DOWN_KINDS and words and words not in why:  # tries timing out behind a retrying gateway
             why += f"; last upstream error: {words}"
         if r.status_code in (401, 403):  # name where the key came from
@@ -573,165 +460,19 @@ class LiveRun:
 
     # -- decisions -------------------------------------------------------------------------
 
-    def planner_arrays(self) -> DagArrays:
-        if self.opt.update == "posterior":
-            parr = posterior_arrays(self.wf.arr, self.obs, self.opt.prior_strength, self.seed)
-            return parr._replace(available=self.plan_arr.available)
-        return self.plan_arr
-
-    async def _plan(self, fn, *args):
-        """The planner's call, raced against the run's end: a decision later than the deadline is dropped.
-
-        On a clock where time stands still while planning (:class:`executor.clock.VirtualClock`, ``agree``) the
-        call runs on the loop itself: nothing else runs meanwhile, so a wall-time limit buys the planner what it
-        buys in the simulator, and no deadline can pass during it.
-        """
-        if self.clock.plans_inline:
-            return fn(*args)
-        call = asyncio.ensure_future(PLANNER.run(fn, *args))
-        await asyncio.wait({call, self._halt}, return_when=asyncio.FIRST_COMPLETED)
-        if not call.done():
-            call.cancel()
-            raise self._halt.result()
-        return call.result()
-
     async def decide(self) -> None:
-        ready = self.ready()
-        per_attempt = self.launch_rule == LIVE_PER_ATTEMPT
-        point = self.decision_points  # the decision's key: every batch end is one, as in the simulator
-        self.decision_points += 1
-        if not ready:  # every remaining node waits on a batch in flight: plan again after the next one ends
-            return
-        now = self.elapsed()
-        inflight = []
-        for v, b in sorted(self.batches.items()):
-            rem = [self.residuals.remaining(v, b.j, now - b.t_launch) for s in b.samples if not s.done]
-            inflight.append({"node_id": self.node_ids[v], "model": self.wf.stats.model_ids[b.j],
-                             "remaining": rem, "already_success": b.passed})
-        arr = self.plan_arr
-        view = build_view(self.wf.stats, arr, max(0.0, self.available()), max(self.time_left(), 1e-9),
-                          [self.node_ids[v] for v in range(self.n) if self.completed[v]], inflight,
-                          self.seed, point)
-        view = replace(view, dag=self.wf.dag_row, trial=self.trial)
-        posterior = self.opt.update == "posterior" and self.policy.uses_planning_arr
-        estimate = calibrated = None
-        t_plan = time.perf_counter()
-        try:
-            with self.clock.paused():
-                if posterior:
-                    self.policy.planning_arr = self.planner_arrays()
-                    self.policy.reset(arr, self.seed, self.wf.dag_row, self.trial)
-                if self.policy.plans:
-                    d = await self._plan(self.policy.decide, view)
-                    action = None if d is None else (d.act_model, d.act_count)
-                    estimate = None if d is None else float(d.score)
-                    if self.opt.calibrated_episodes > 0 and d is not None:
-                        calibrated = await self._plan(self.calibrated, view.budget_left, view.deadline - view.t)
-                else:
-                    action = await self._plan(self.policy.act, view)
-        finally:
-            plan_ms = (time.perf_counter() - t_plan) * 1e3
-            self.planner_wall += plan_ms / 1e3
-            self.planner_ms += plan_ms
-            self.decisions += 1
-        act = {}
-        if action is not None:
-            models, counts = action
-            act = {self.node_ids[v]: [self.wf.stats.model_ids[int(models[v])], int(counts[v])]
-                   for v in ready if int(counts[v]) > 0 and int(models[v]) >= 0}
-        self.decision_log.append((round(now, 6), [self.node_ids[v] for v in ready], act))
-        self.trace.write("plan", t=round(now, 6), decision=self.decisions - 1, ready=[self.node_ids[v] for v in ready],
-                         completed=[self.node_ids[v] for v in range(self.n) if self.completed[v]],
-                         inflight=[f["node_id"] for f in inflight], budget_left=self.available(),
-                         time_left=self.time_left(), action=act, estimate=estimate, planner_ms=round(plan_ms, 3),
-                         **({} if calibrated is None else {"calibrated_estimate": calibrated}))
-        if action is not None:
-            if per_attempt:
-                self.launch_per_attempt(ready, action)
-            else:
-                self.launch_atomic(ready, action)
-
-    def calibrated(self, budget_left: float, time_left: float) -> float:
-        """The calibrated estimate from the run's state now (:func:`simulator.engine.live_episode.calibrated_estimate`)."""
-        now = self.elapsed()
-        flights = []
-        for v, b in sorted(self.batches.items()):
-            running = [s for s in b.samples if not s.done]
-            if running:
-                flights.append(LiveFlight(v, b.j, now - b.t_launch, len(running),
-                                          float(np.mean([s.reservation for s in running])), b.passed))
-        start = LiveState(self.completed.copy(), self.attempt_no.copy(), flights)
-        if self._twin is None:  # the method's own policy object for the estimate's episodes
-            self._twin = policy_for(self.method, self.params, None, self.wf.stats.model_ids, self.launch_rule)[0]
-        return calibrated_estimate(self.plan_arr, self._twin, budget_left, time_left, start, seed=self.seed,
-                                   dag=self.wf.dag_row, episodes=self.opt.calibrated_episodes,
-                                   per_attempt=self.launch_rule == LIVE_PER_ATTEMPT)
+        """Ask the method at a decision point and launch what it says (:meth:`executor.deciding.Decisions.decide`)."""
+        await self.planner.decide()
 
     # -- launches --------------------------------------------------------------------------
 
-    def launch_per_attempt(self, ready: list[int], action) -> None:
-        """The live rules' per-attempt launch (:func:`simulator.engine.live_rules.attempt_reservation`)."""
-        models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        order = sorted((v for v in ready if counts[v] > 0), key=lambda v: (-int(counts[v]), -self.node_ids[v]))
-        for v in order:
-            j = int(models[v])
-            if j < 0 or not self.plan_arr.available[v, j]:
-                continue
-            samples = []
-            for _ in range(int(counts[v])):
-                need = self.expected_cost(v, j)
-                room = self.node_room(v)
-                a = int(self.attempt_no[v * self.m + j])
-                self.attempt_no[v * self.m + j] += 1  # a refused attempt's number is consumed, as in the simulator
-                r = attempt_reservation(need, room, self.ceiling(v, j), self.rules.unit)
-                tokens, reservation = self.capped(v, j, max(r, 0.0))
-                if r < 0 or tokens < 1:
-                    self.trace.write("request", t=round(self.elapsed(), 6), node=self.node_ids[v],
-                                     model=self.wf.stats.model_ids[j], attempt=a, status="refused",
-                                     expected_cost=need, budget_left=self.available())
-                    break
-                samples.append(_Sample(a, reservation, tokens, res=self.ledger_.reserve(reservation, v)))
-            if samples:
-                self.start_batch(v, j, samples)
-        self.ledger()
-
-    def launch_atomic(self, ready: list[int], action) -> None:
-        """The live rules' atomic launch: admitted on expected costs, each sample capped at its share."""
-        models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        plan = []
-        total = 0.0
-        for v in ready:
-            j = int(models[v])
-            if counts[v] < 1 or j < 0 or not self.plan_arr.available[v, j]:
-                raise _Ended("stalled", f"the action gives node {self.node_ids[v]} no sample")
-            need = self.expected_cost(v, j)
-            plan.append((v, j, int(counts[v]), need))
-            total += need * int(counts[v])
-        avail = self.available()
-        what = atomic_admission(total, avail, len(self.batches))
-        if what == END:
-            self.trace.write("request", t=round(self.elapsed(), 6), node=None, model=None, attempt=None,
-                             status="refused", expected_cost=total, budget_left=avail)
-            raise _Ended("budget_exhausted", f"the launch's expected cost ({total:.6g}) does not fit in the budget "
-                                             f"left ({avail:.6g} of {self.budget:.6g})")
-        if what != LAUNCH:
-            return  # samples in flight hold part of the budget: decide again when the next batch ends
-        for v, j, k, need in plan:
-            a0 = int(self.attempt_no[v * self.m + j])
-            self.attempt_no[v * self.m + j] += k
-            r = atomic_reservation(need, total, avail, self.ceiling(v, j), self.rules.unit)
-            tokens, reservation = self.capped(v, j, r)
-            self.start_batch(v, j, [_Sample(a0 + i, reservation, tokens, res=self.ledger_.reserve(reservation, v))
-                                    for i in range(k)])
-        self.ledger()
-
-    def start_batch(self, v: int, j: int, samples: list[_Sample]) -> None:
-        b = _Batch(v, j, self.elapsed(), samples)
+    def start_batch(self, v: int, j: int, samples: list[Sample]) -> None:
+        b = Batch(v, j, self.elapsed(), samples)
         self.batches[v] = b
         self.samples_started += len(samples)
         for s in samples:
             s.hold = self._hold()  # model time waits until the request is on the wire (or waits for a reason)
-            s.task = asyncio.ensure_future(self.sample(b, s))
+            s.task = asyncio.ensure_future(self.io.sample(b, s))
             s.task.add_done_callback(lambda _t, s=s: self._release(s))  # also a task cancelled before it ran
 
     # -- holding a pausable clock between steps -------------------------------------------
@@ -755,7 +496,7 @@ class LiveRun:
         if cm is not None:
             cm.__exit__(None, None, None)
 
-    def _release(self, s: _Sample) -> None:
+    def _release(self, s: Sample) -> None:
         hold, s.hold = s.hold, None
         self._let_go(hold)
 
@@ -766,326 +507,11 @@ class LiveRun:
 
     # -- one sample ------------------------------------------------------------------------
 
-    async def sample(self, b: _Batch, s: _Sample) -> None:
-        """One sample: its request (with retries), its verdict, its report to the batch; never dies silently."""
-        v, model_id = b.v, self.wf.stats.model_ids[b.j]
-        node_id = self.node_ids[v]
-        judge_wall: float | None = None
-        try:
-            out = await self.request(b, s)
-            passed, why = False, out.status
-            if out.status in ("ok", "truncated"):
-                task: Task = self.wf.tasks[node_id]
-                parents = {self.node_ids[p]: self.accepted.get(p, "") for p in self.parents[v]}
-                judge0 = time.perf_counter()
-                with self.clock.paused():  # a verdict costs no model time where the clock can stop (agree)
-                    passed, why = await verifiers.judge(task, out.text, parents,
-                                                        self.clock.to_wall(max(self.time_left(), 0.0)))
-                judge_wall = time.perf_counter() - judge0
-                self.obs.add(v, b.j, passed, self.elapsed() - b.t_launch, out.charge)
-        except asyncio.CancelledError:
-            s.done = True
-            raise
-        except Exception as exc:  # noqa: BLE001 (a bug in one sample is that sample's failure, in the trace)
-            passed, why = False, f"executor_error: {type(exc).__name__}: {exc}"[:200]
-            judge_wall = None
-        s.passed, s.done = passed, True
-        b.judged += 1
-        if passed and not b.passed:
-            b.passed = True
-            b.answers[s.index] = out.text
-        self.trace.write("verdict", t=round(self.elapsed(), 6), node=node_id, model=model_id, attempt=s.index,
-                         passed=passed, reason=why, judge_wall_s=None if judge_wall is None else round(judge_wall, 6),
-                         node_completed=bool(b.passed and (b.judged == len(b.samples) or self.opt.cancel_siblings)))
-        if passed and self.opt.cancel_siblings:
-            for o in b.samples:
-                if o is not s and not o.done and o.task is not None:
-                    o.cancel_reason = o.cancel_reason or "sibling"
-                    o.task.cancel()
-            self._finish(v)
-        elif b.judged == len(b.samples) and not (b.passed and self.opt.cancel_siblings):
-            self._finish(v)
-
-    async def request(self, b: _Batch, s: _Sample) -> _Outcome:
-        """Send one sample's request with braked retries; every path settles, marks or releases its reservation
-        (:func:`executor.ledger.billing_of`) and writes one ``request`` line."""
-        v, j = b.v, b.j
-        model_id = self.wf.stats.model_ids[j]
-        ep = self.endpoints[model_id]
-        node_id = self.node_ids[v]
-        msgs = self.messages(v)
-        keys = {"dag": self.wf.dag_row, "node": node_id, "trial": self.trial, "attempt": s.index}
-        headers = {"X-MCPP-Dag": str(self.wf.dag_row), "X-MCPP-Node": str(node_id),
-                   "X-MCPP-Trial": str(self.trial), "X-MCPP-Attempt": str(s.index)}
-        gate = gate_of(ep)
-        out = _Outcome()
-        start = self.elapsed()
-        sent: list[bool] = [False]
-        in_try = False
-        try:
-            while True:
-                if model_id in self.down:
-                    out.status = "model_down"
-                    break
-                wait = gate.wait_s()
-                if wait > 0:  # the endpoint asked every client to wait (Retry-After)
-                    if wait >= self.clock.to_wall(self.time_left()):
-                        self.model_down(model_id, TryResult(
-                            "http_429", status_code=429,
-                            detail=f"asks to wait {wait:.3g} s (Retry-After), more than the time left"))
-                        out.status = "model_down"
-                        break
-                    w0 = self.elapsed()
-                    self._release(s)
-                    await self.clock.sleep_wall(wait)
-                    out.backoff_s += self.elapsed() - w0
-                    continue
-                if self.pair_requests[(v, j)] >= self.opt.max_requests_per_pair:
-                    out.status = "request_ceiling"
-                    out.error = f"{self.opt.max_requests_per_pair} requests for this (node, model) in this run"
-                    self.refuse_pair(v, j, f"reached the ceiling of {out.error}")
-                    break
-                timeout = self.clock.timeout_for(self.time_left(), ep.request_timeout_s)
-                if timeout <= 0:
-                    out.status = "deadline"
-                    break
-                q0 = self.elapsed()
-                if self.limits[model_id].locked():  # queued for a slot: model time may pass meanwhile
-                    self._release(s)
-                async with self.limits[model_id]:
-                    out.queued_s += self.elapsed() - q0
-                    if model_id in self.down or gate.wait_s() > 0:
-                        continue
-                    body = request_body(ep, msgs, s.max_tokens, keys, self.opt.temperature)
-                    self.requests += 1
-                    self.pair_requests[(v, j)] += 1
-                    out.tries += 1
-                    sent[0], in_try = False, True
-                    marks = {"started": self.elapsed()}
-                    out.try_log.append(marks)
-                    self._release(s)  # no suspension before the try is on the wire (VirtualClock.transit)
-                    r = await self._try(ep, body, headers, timeout, msgs, sent, marks=marks, key=(node_id, s.index))
-                    in_try = False
-                    self._close_try(marks, r)
-                if r.served_model is not None:
-                    out.served_model = r.served_model
-                out.http_status = r.status_code
-                if r.kind != "ok":
-                    out.error = r.detail
-                self.note_try(model_id, r, out)
-                if r.billing == SETTLED:  # no usable usage: charged the most it can cost, its reservation
-                    trusted = r.usage_source == "usage"
-                    full = (self.cost(ep, r.prompt_tokens or 0, r.completion_tokens or 0) if trusted
-                            else s.res.amount)
-                    # a trusted report above the reservation is spent as reported (the server billed it)
-                    charged = self.ledger_.settle(s.res, full, beyond=trusted)
-                    out.charge += charged
-                    s.counted += charged - s.res.amount
-                    if full > s.res.amount:
-                        out.faults["over_reservation"] += 1
-                    s.res = None
-                    if self.ledger_.exhausted():
-                        self.halt(_Ended("budget_exhausted", f"a server billed {self.ledger_.over:.6g} beyond its "
-                                                             f"requests' reservations, which left no budget"))
-                elif r.billing == UNBILLED:
-                    self.ledger_.mark_possibly_billed(s.res)
-                    s.res = None
-                for note in r.notes:
-                    out.faults[note] += 1
-                if r.bad_text:
-                    out.faults["bad_text"] += 1
-                if r.kind in ("ok", "truncated"):
-                    out.status, out.text = r.kind, r.text
-                    out.pt, out.ct, out.source = r.prompt_tokens, r.completion_tokens, r.usage_source
-                    if r.kind == "truncated":
-                        out.faults["truncated"] += 1
-                    break
-                out.faults[r.kind] += 1
-                if r.kind == "http_429" and r.retry_after is not None:
-                    if r.retry_after >= self.clock.to_wall(self.time_left()):  # unavailable for the rest of the run
-                        self.model_down(model_id, replace(r, detail=f"{r.detail} (asks to wait {r.retry_after:.3g} s "
-                                                                    f"by Retry-After, more than the time left)"))
-                        out.status = "model_down"
-                        break
-                    gate.close_for(r.retry_after)  # every sample and run of the process waits for it
-                if self.health.record(model_id, r.kind, weight=1 + (r.gateway_retries or 0)):
-                    self.model_down(model_id, r)
-                    out.status = r.kind if r.kind in ("http_fatal", "http_4xx") else "provider_unavailable"
-                    break
-                if r.kind == "http_4xx":  # would repeat for this prompt: not re-sent, (node, model) out
-                    self.refuse_pair(v, j, r.detail)
-                    out.status = "http_4xx"
-                    break
-                if r.kind not in RETRYABLE:
-                    out.status = r.kind
-                    break
-                if out.tries >= self.opt.max_tries:
-                    out.status = "gave_up"
-                    break
-                wait = backoff_s(out.tries, r.retry_after, self.opt.backoff_base_s, self.opt.backoff_cap_s, self.rng)
-                if wait >= self.clock.to_wall(self.time_left()):
-                    out.status = "deadline"
-                    break
-                if s.res is None:  # the last try may have been billed: a retry needs a fresh reservation
-                    room = min(self.node_room(v), s.reservation)
-                    tokens, amount = self.capped(v, j, room)
-                    if self.expected_cost(v, j) > room or tokens < 1:
-                        out.status = "budget"
-                        break
-                    s.res = self.ledger_.reserve(amount, v)
-                    s.counted += amount
-                    s.max_tokens = tokens
-                self.retries += 1
-                w0 = self.elapsed()
-                self._release(s)
-                await self.clock.sleep_wall(wait)
-                out.backoff_s += self.elapsed() - w0
-        except asyncio.CancelledError:
-            out.status = "cancelled"
-            raise
-        except Exception as exc:
-            out.status, out.error = "executor_error", f"{type(exc).__name__}: {exc}"[:200]
-            raise
-        finally:
-            self._release(s)
-            if s.res is not None and s.res.state == HELD:
-                if in_try and sent[0]:  # cut off mid-request: the provider may bill it
-                    self.ledger_.mark_possibly_billed(s.res)
-                else:  # never reached the server (backoff, queue, connecting): nothing can be billed
-                    self.ledger_.release(s.res)
-                    s.counted -= s.res.amount
-                s.res = None
-            end = self.elapsed()
-            self.trace.write("request", t=round(end, 6), node=node_id, model=model_id, attempt=s.index,
-                             start=round(start, 6), end=round(end, 6), status=out.status, input_tokens=out.pt,
-                             output_tokens=out.ct, usage=out.source, cost=out.charge, max_tokens=int(s.max_tokens),
-                             max_tokens_capped=bool(s.max_tokens < ep.max_tokens), retries=max(out.tries - 1, 0),
-                             tries=out.tries, http_status=out.http_status, error=out.error or None,
-                             faults=dict(out.faults),
-                             **self._timing_fields(out, s, end, ep),
-                             **({"gateway_retries": out.gateway_retries} if out.gateway_retries else {}))
-            self.ledger()
-        return out
-
-    def _close_try(self, marks: dict[str, Any], r: TryResult) -> None:
-        """A try's record once it returned: answered_at, its kind, status and what its reservation became."""
-        marks["answered_at" if r.kind in ("ok", "truncated") else "ended_at"] = self.elapsed()
-        marks.setdefault("sent_at", None)
-        marks.setdefault("first_byte_at", None)
-        marks.update(kind=r.kind, http_status=r.status_code, billing=r.billing)
-
-    def _timing_fields(self, out: _Outcome, s: _Sample, end: float, ep: Endpoint) -> dict[str, Any]:
-        """The ``request`` line's learning fields (``docs/executor.md``, trace): per-try times, the settled try's
-        latency, queue and back-off time, the cancel reason and what is censored (a cancelled request's latency,
-        a cut answer's tokens), the model that answered, temperature."""
-        def r6(x):
-            return None if x is None else round(float(x), 6)
-
-        for m in out.try_log:
-            m.pop("started", None)
-            for k in ("sent_at", "first_byte_at", "answered_at", "ended_at"):
-                if k in m:
-                    m[k] = r6(m[k])
-        last = out.try_log[-1] if out.try_log else {}
-        latency = None
-        if out.status in ("ok", "truncated") and last.get("sent_at") is not None and last.get("answered_at") is not None:
-            latency = last["answered_at"] - last["sent_at"]
-        censored, censored_at, cancel_reason = None, None, None
-        if out.status == "cancelled":
-            cancel_reason = s.cancel_reason or "run_end"
-            if last and last.get("sent_at") is not None and "answered_at" not in last and "ended_at" not in last:
-                censored, censored_at = "latency", end - last["sent_at"]  # on the wire when cancelled: L > this
-        elif out.status == "truncated":
-            censored, censored_at = "tokens", float(s.max_tokens)  # cut at max_tokens: the answer is longer
-        return {"try_log": out.try_log, "sent_at": last.get("sent_at"), "first_byte_at": last.get("first_byte_at"),
-                "answered_at": last.get("answered_at"), "latency": r6(latency), "queued_s": r6(out.queued_s),
-                "backoff_s": r6(out.backoff_s), "cancel_reason": cancel_reason, "censored": censored,
-                "censored_at": r6(censored_at), "served_model": out.served_model,
-                "temperature": self.opt.temperature}
-
-    async def _try(self, ep: Endpoint, body, headers, timeout: float, msgs, sent: list[bool], *,
-                   marks: dict[str, Any] | None = None, key: tuple | None = None) -> TryResult:
-        """One try. On a pausable clock (``agree``) its timeout runs on that clock, as the world's answers do: a
-        planner pause stops both, so a fault-free world never times out because other runs were planning.
-        ``marks`` gets the try's ``sent_at`` and ``first_byte_at`` (run model seconds); ``key`` (node id,
-        attempt) names the request to a virtual clock, which matches it to the world's sleep for it."""
-        marks = {} if marks is None else marks
-
-        def on_mark(name: str) -> None:
-            marks[f"{name}_at"] = self.elapsed()
-
-        if not self.clock.pausable:
-            return await try_once(self.http, ep, body, headers, timeout, msgs, sent, on_mark)
-        wire = None if key is None else (self.wf.dag_row, self.trial, key[0], ep.model, key[1])
-        with self.clock.transit(wire):  # on a virtual clock, model time waits for the request to reach the world
-            attempt = asyncio.ensure_future(try_once(self.http, ep, body, headers, 3600.0, msgs, sent, on_mark))
-            timer = asyncio.ensure_future(self.clock.sleep_until(self.clock.now() + timeout / self.clock.scale))
-            try:
-                await asyncio.wait({attempt, timer}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                timer.cancel()
-                if not attempt.done():
-                    attempt.cancel()
-            if not attempt.cancelled() and attempt.done():
-                return attempt.result()
-            with contextlib.suppress(asyncio.CancelledError):
-                await attempt
-        return TryResult("timeout", detail=f"no whole answer within {timeout:.3g} s of model time x scale",
-                         billing=billing_of(sent[0], False, False))
-
-    def note_try(self, model_id: str, r: TryResult, out: _Outcome) -> None:
-        """Keep what a try says of its model's health: a gateway's retries (the trace shows them) and the
-        failed tries since the model last answered, with the last upstream error a gateway retried."""
-        if r.gateway_retries:
-            out.gateway_retries += r.gateway_retries
-            out.faults["gateway_retried"] += 1
-        n, words = self.failing.get(model_id, (0, ""))
-        if r.kind not in DOWN_KINDS and r.kind != "http_429":  # it answered (or refused): not an outage
-            self.failing.pop(model_id, None)
-            return
-        if r.gateway_retries and r.status_code is not None:  # a gateway says it retried an upstream error
-            words = r.detail
-        self.failing[model_id] = (n + 1 + (r.gateway_retries or 0), words)
-
-    def outage(self) -> tuple[bool, str]:
-        """(every model the unfinished nodes may use is down or failing behind a retrying gateway, what was seen).
-
-        A try that timed out says nothing by itself; a model counts as failing when every try since its last
-        answer failed and one of them was an error answer a gateway said it retried upstream (a retry-count
-        header): the tries that time out meanwhile are the gateway retrying the same upstream error (its
-        backoff outlasts our timeout), and the run is ``provider_unavailable``, not a missed deadline."""
-        said, hints, all_out, any_model = [], [], True, False
-        for v in range(self.n):
-            if self.completed[v]:
-                continue
-            for j, m in enumerate(self.wf.stats.model_ids):
-                if not self.method_uses(v, j):
-                    continue
-                any_model = True
-                if m in self.down:
-                    if self.down[m][0] != "provider_unavailable":
-                        all_out = False
-                    continue
-                n, words = self.failing.get(m, (0, ""))
-                if n == 0 or not words:
-                    all_out = False
-                    if n and self.endpoints[m].errors_may_bill:  # timeouts alone, behind a gateway that retries
-                        line = (f"model {m!r} ({self.endpoints[m].url}): {n} tries failed since its last answer and "
-                                f"none said why (behind a gateway that retries, an upstream outage looks like this: "
-                                f"its log says)")
-                        if line not in hints:
-                            hints.append(line)
-                    continue
-                line = f"model {m!r} ({self.endpoints[m].url}): {n} failed tries (gateway retries included) since " \
-                       f"its last answer, last upstream error: {words}"
-                if line not in said:
-                    said.append(line)
-        return any_model and all_out and bool(said), "; ".join(said + hints)
-
     def end_batch(self, v: int) -> None:
         b = self.batches.pop(v, None)
         if b is None:
             return
+        self.ledger.end_batch(v)
         if b.passed:
             self.completed[v] = True
             self.accepted[v] = next(iter(b.answers.values()), "")
@@ -1098,7 +524,7 @@ class LiveRun:
             s.task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.ledger()
+            self.write_ledger()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1115,17 +541,25 @@ class RunSpec:
     trial: int = 0
 
 
-def open_run(wf: Workflow, endpoints: Mapping[str, Endpoint], method: str, spec: RunSpec, *,
-             http: httpx.AsyncClient, clock: Clock, trace: Trace, params: Mapping[str, Any] | None = None,
-             options: Options | None = None, health: EndpointHealth | None = None,
-             limits: Mapping[str, asyncio.Semaphore] | None = None) -> LiveRun:
-    """The one way to build a :class:`LiveRun`: ``method`` on ``wf`` through ``endpoints`` as ``spec`` asks.
+@contextlib.asynccontextmanager
+async def open_run(wf: Workflow, endpoints: Mapping[str, Endpoint], method: str, spec: RunSpec, *,
+                   http: httpx.AsyncClient, clock: Clock, trace: Trace, params: Mapping[str, Any] | None = None,
+                   options: Options | None = None, health: EndpointHealth | None = None,
+                   limits: Mapping[str, asyncio.Semaphore] | None = None) -> AsyncIterator[LiveRun]:
+    """The one way to hold a :class:`LiveRun`: ``method`` on ``wf`` through ``endpoints`` as ``spec`` asks.
 
-    ``http``, ``clock`` and ``trace`` are the run's connections, time and
-    log; ``params`` the method's parameters; ``options`` the executor's
-    knobs; ``health`` and ``limits`` are shared by concurrent runs (endpoint
-    health, per-endpoint concurrency).
+    ``async with open_run(...) as run: result = await run.run()``. ``http``,
+    ``clock`` and ``trace`` are the run's connections, time and log;
+    ``params`` the method's parameters; ``options`` the executor's knobs;
+    ``health`` and ``limits`` are shared by concurrent runs (endpoint
+    health, per-endpoint concurrency). Leaving the block by any path
+    (an error, a cancellation, a caller that gave up) cancels what the run
+    still has in flight, whose reservations the ledger then settles.
     """
-    return LiveRun(wf, endpoints, method, spec.budget, spec.deadline, http=http, clock=clock, trace=trace,
-                   params=params, seed=spec.seed, trial=spec.trial, options=options, health=health,
-                   limits=limits)  # fmt: skip
+    run = LiveRun(wf, endpoints, method, spec.budget, spec.deadline, http=http, clock=clock, trace=trace,
+                  params=params, seed=spec.seed, trial=spec.trial, options=options, health=health,
+                  limits=limits)  # fmt: skip
+    try:
+        yield run
+    finally:
+        await run.cancel_all("run_end")  # nothing left in flight (a no-op after a whole run)

@@ -17,8 +17,9 @@ surface's :func:`simulator.surface.compute.method_surface`, trial for trial):
 3. the answer with its Wilson 95% interval, the rate at 0.8 x the quoted
    budget, and the rate at a budget the user names (``--budget``).
 
-A budget is settled by as few episodes as decide it (:mod:`executor.quote_search`:
-why, and why the answer is the full scan's). The header is printed before the
+A budget is settled by as few episodes as decide it, its likeliest failures first,
+on every core (:mod:`executor.quote_search`, :mod:`executor.quote_episodes`: why,
+and why the answer is the full scan's). The header is printed before the
 work and a progress bar (on a terminal) counts the episodes. A target no
 budget of the axis reaches is one line on standard error (exit 1), naming the
 rate at the largest budget tried.
@@ -37,6 +38,14 @@ from simulator.base import cliargs
 from simulator.base.errors import ConfigError, cli_entry
 from simulator.base.settings import check_seed
 from simulator.base.validation import check_number
+from simulator.costs.limits import (
+    ABSOLUTE,
+    BUDGET,
+    MODEL_SECONDS,
+    Limit,
+    add_limit_arguments,
+    limits_from_args,
+)
 from simulator.costs.modes import cost_unit
 from simulator.engine.registry import EXECUTION_RULES, LIVE
 from simulator.methods import canonical_method, method_label, method_spec
@@ -67,8 +76,13 @@ class Quote:
 
 def quote(pool, pos: int, method: str, deadline: float, target: float, trials: int, *, seed: int = 0,
           cost_mode: str = "token_cost_mean", asked_budget: float | None = None, rules: str = LIVE,
-          progress: Callable[[int, float], None] | None = None) -> Quote:
-    """The quote (see the module docstring); ``progress(episodes, budget)`` is called as episodes finish."""
+          progress: Callable[[int, float], None] | None = None, threads: int | None = None,
+          reorder: bool = True) -> Quote:
+    """The quote (see the module docstring); ``progress(episodes, budget)`` is called as episodes finish.
+
+    ``threads``: worker threads of the episodes (default: numba's thread setting, the cores); ``reorder``
+    False runs each budget's trials in the order 0, 1, ... (the search before the reordering: the tests'
+    reference; the answer is the same)."""
     import numpy as np
 
     from executor.quote_search import BudgetSearch, cheapest
@@ -86,18 +100,22 @@ def quote(pool, pos: int, method: str, deadline: float, target: float, trials: i
     st = pool[pos]
     b0 = nominal_budget(arr, f"DAG {pos} ({st.problem_id}): ")
     axis = b0 * np.geomspace(AXIS_LO, AXIS_HI, AXIS_N)
-    search = BudgetSearch(pool, pos, method, deadline, trials, settings, progress)
-    found = cheapest(search, axis, target, BISECTIONS)
-    at = float(axis[-1]) if found is None else found
-    rate = search.rate(at)
-    q = Quote(method, pos, st.problem_id, deadline, target, trials, found, rate,
-              wilson_interval(int(round(rate * trials)), trials), at, None)
-    if found is not None:
-        q.rate_at_80pct = search.rate(0.8 * found)
-    if asked_budget is not None:
-        r = search.rate(asked_budget)
-        q.asked_budget, q.asked_rate = float(asked_budget), r
-        q.asked_interval = wilson_interval(int(round(r * trials)), trials)
+    search = BudgetSearch(pool, pos, method, deadline, trials, settings, progress, threads=threads,
+                          reorder=reorder)
+    try:
+        found = cheapest(search, axis, target, BISECTIONS)
+        at = float(axis[-1]) if found is None else found
+        rate = search.rate(at)
+        q = Quote(method, pos, st.problem_id, deadline, target, trials, found, rate,
+                  wilson_interval(int(round(rate * trials)), trials), at, None)
+        if found is not None:
+            q.rate_at_80pct = search.rate(0.8 * found)
+        if asked_budget is not None:
+            r = search.rate(asked_budget)
+            q.asked_budget, q.asked_rate = float(asked_budget), r
+            q.asked_interval = wilson_interval(int(round(r * trials)), trials)
+    finally:
+        search.close()
     q.episodes = search.episodes
     q.seconds = time.perf_counter() - t0
     q.rules = rules
@@ -144,12 +162,11 @@ def cmd_quote(argv: Sequence[str]) -> int:
                                              "probability (simulated whole episodes).")
     ap.add_argument("--pool", type=cliargs.input_path(), required=True, help="DAG pool JSONL")
     ap.add_argument("--dag", type=int, default=0, help="row of the DAG in the pool (0-based)")
-    d = ap.add_mutually_exclusive_group(required=True)
-    d.add_argument("--deadline", help="deadline in model seconds")
-    d.add_argument("--deadline-ratio", help="multiple of the DAG's nominal deadline")
+    add_limit_arguments(ap, deadline_unit=MODEL_SECONDS, budget=False, infinite_deadline=False)
     ap.add_argument("--target", required=True, help="on-time probability to reach, in (0, 1)")
     ap.add_argument("--method", default="MCPP", help="a registered method (MCPP, sequential, uniform, ...)")
-    ap.add_argument("--budget", default=None, help="also: the on-time probability at this budget")
+    ap.add_argument("--budget", default=None, help="also: the on-time probability at this budget (cost unit; "
+                                                   "finite, > 0)")
     ap.add_argument("--trials", type=int, default=200, help="simulated episodes per budget")
     ap.add_argument("--seed", default="0", help="seed of the simulated episodes")
     ap.add_argument("--cost-mode", default="token", help="token (output tokens) or money (dollars)")
@@ -163,40 +180,21 @@ def cmd_quote(argv: Sequence[str]) -> int:
         raise ConfigError(f"--trials must be >= 1, got {args.trials}")
     seed = check_seed(args.seed, "--seed", "flag")
     method_spec(canonical_method(args.method), "--method")
-    if args.deadline is not None:
-        deadline = check_number(args.deadline, "--deadline", "flag", lo=0.0, lo_inclusive=False)
-        said = f"{deadline:.6g} model seconds"
-    else:
-        ratio = check_number(args.deadline_ratio, "--deadline-ratio", "flag", lo=0.0, lo_inclusive=False)
-        said = f"{ratio:g} x the DAG's nominal"
-    asked = None if args.budget is None else check_number(args.budget, "--budget", "flag", lo=0.0, lo_inclusive=False)
+    limit = limits_from_args(args).deadline
+    said = f"{limit.value:.6g} model seconds" if limit.given == ABSOLUTE else f"{limit.value:g} x the DAG's nominal"
+    asked = None if args.budget is None else Limit(BUDGET, args.budget).value
     if not args.json:
         print(header(args.method, args.dag, args.pool, said, float(target), args.trials, args.execution_rules),
               flush=True)
-    from tqdm import tqdm
+    from tqdm import tqdm  # light: the bar is on screen before numpy, numba and the pool load
 
-    from executor.inputs import live_cost_mode, load_dag
-    from simulator.costs.arrays import CostSetting, dag_arrays
-    from simulator.costs.nominal import nominal_budget, nominal_deadline
-
-    cost_mode = live_cost_mode(args.cost_mode)
-    unit = cost_unit(cost_mode)
-    pool, dag = load_dag(args.pool, args.dag)
-    arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
-    if args.deadline is None:
-        deadline = ratio * nominal_deadline(arr, f"{args.pool}: DAG {dag}: ")
-    if not args.json:
-        print(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
-              f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", flush=True)
-    with tqdm(unit=" episodes", desc="simulating", file=sys.stderr, disable=None, mininterval=0.5,
+    with tqdm(unit=" episodes", desc="loading the simulator", file=sys.stderr, disable=None, mininterval=0.5,
               bar_format="{desc}: {n_fmt}{unit} simulated [{elapsed}, {rate_fmt}]") as bar:
-
-        def progress(n: int, budget: float) -> None:
-            bar.set_description_str(f"budget {budget:.6g} {unit}", refresh=False)
-            bar.update(n)
-
-        q = quote(pool, dag, args.method, float(deadline), float(target), args.trials, seed=seed,
-                  cost_mode=cost_mode, asked_budget=asked, rules=args.execution_rules, progress=progress)
+        try:
+            q, unit = _load_and_quote(args, bar, float(target), seed, asked, limit)
+        except BaseException:
+            bar.leave = False  # an error is its one line, without the bar's
+            raise
     out = json.dumps(q.__dict__) if args.json else format_quote(q, unit)
     if out:
         print(out, flush=True)
@@ -204,3 +202,30 @@ def cmd_quote(argv: Sequence[str]) -> int:
         print(unreachable(q, unit), file=sys.stderr)
         return 1
     return 0
+
+
+def _load_and_quote(args, bar, target: float, seed: int, asked: float | None, limit):
+    """The pool, the DAG's line (written above the bar) and the quote: ``(Quote, unit)`` (``limit``: the
+    deadline flag's :class:`Limit`, resolved on the DAG)."""
+    from executor.inputs import live_cost_mode, load_dag
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget
+
+    cost_mode = live_cost_mode(args.cost_mode)
+    unit = cost_unit(cost_mode)
+    pool, dag = load_dag(args.pool, args.dag)
+    arr = dag_arrays(pool, dag, CostSetting(cost_mode=cost_mode))
+    deadline = limit.resolve(arr, f"{args.pool}: DAG {dag}: ")
+    if not args.json:
+        bar.write(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
+                  f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", file=sys.stdout)
+        sys.stdout.flush()
+    bar.set_description_str("simulating")
+
+    def progress(n: int, budget: float) -> None:
+        bar.set_description_str(f"budget {budget:.6g} {unit}", refresh=False)
+        bar.update(n)
+
+    q = quote(pool, dag, args.method, float(deadline), target, args.trials, seed=seed, cost_mode=cost_mode,
+              asked_budget=asked, rules=args.execution_rules, progress=progress)
+    return q, unit

@@ -28,7 +28,7 @@ from simulator.methods import method_label, method_spec, uses_planning, uses_set
 from simulator.pools.pool import Pool, load_index_file, load_pool
 
 from . import variables
-from .grid import Grid, resolve_grid
+from .grid import NO_GRID, Grid, resolve_grid
 
 HARNESS_MCPP_DEFAULTS = variables.HARNESS_MCPP_DEFAULTS
 REPO = variables.REPO
@@ -197,13 +197,19 @@ def default_dags_per_shard(n_dags: int, methods: list[str]) -> int:
     return max(1, min(500, math.ceil(n_dags / (4 * cpu_count()))))
 
 
-def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True) -> RunConfig:
-    """Read and validate the harness variables (``docs/harness.md``); raises UserError."""
+def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True, *,
+                   methods: list[str] | None = None, grid: bool = True) -> RunConfig:
+    """Read and validate the harness variables (``docs/harness.md``); raises UserError.
+
+    A prediction-surface job (:mod:`harness.surface.job`) passes its own resolved ``methods`` (``SURFACE_METHODS``,
+    instead of ``METHOD_SET``) and ``grid=False``: its (budget, deadline) axes are its own, so the run has
+    :data:`~harness.grid.NO_GRID` (every grid variable is still checked: a bad value is never silently ignored).
+    """
     env = dict(os.environ if env is None else env)
     # --- cheap checks first (every variable prepare reads, and unknown names): nothing here reads the pool -------
     v = variables.check_environment(env, "prepare")
-    grid = resolve_grid(env)
-    methods = v["METHOD_SET"]
+    the_grid = resolve_grid(env) if grid else NO_GRID
+    methods = v["METHOD_SET"] if methods is None else list(methods)
     cost_mode = v["BUDGET_COST_MODE"]
     latency_dist = v["LATENCY_DIST"]
     n_trials = v["N_EXEC_TRIALS"]
@@ -241,7 +247,7 @@ def resolve_config(env: Mapping[str, str] | None = None, check_dags: bool = True
         pool_models=pool_models,
         dags=dags,
         n_trials=n_trials,
-        grid=grid,
+        grid=the_grid,
         cost_mode=cost_mode,
         latency_dist=latency_dist,
         prices=prices,

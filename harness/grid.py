@@ -27,14 +27,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simulator.base.errors import ConfigError
+from simulator.costs.limits import ABSOLUTE, BUDGET, DEADLINE, MODEL_SECONDS, RATIO, Limit
 
 from . import variables
 from .grid_syntax import _number, format_value, parse_map, parse_value_list
 
-__all__ = ["format_value", "parse_map", "parse_value_list"]  # the syntax, re-exported
-
-ABSOLUTE = "absolute"
-RATIO = "ratio"
+# the syntax, and the two ways an axis value is given (simulator.costs.limits), re-exported
+__all__ = ["ABSOLUTE", "RATIO", "format_value", "parse_map", "parse_value_list"]
 
 
 @dataclass(frozen=True)
@@ -44,13 +43,15 @@ class AxisValue:
     kind: str  # ABSOLUTE or RATIO
     value: float
 
-    def realize(self, nominal: float | None) -> float:
-        """The concrete budget/deadline on a DAG with the given nominal scale."""
-        if self.kind == ABSOLUTE:
-            return float(self.value)
-        if nominal is None:
-            raise ConfigError("a ratio axis value needs the DAG's nominal scale")
-        return float(self.value) * float(nominal)
+    def limit(self, what: str) -> Limit:
+        """This value as the ``what`` (``budget`` or ``deadline``, model seconds) it gives."""
+        return Limit(what, self.value, self.kind, MODEL_SECONDS if what == DEADLINE else None,
+                     name=f"the {what} axis value {self.token()}", source=None)
+
+    def realize(self, nominal: float | None, what: str = BUDGET) -> float:
+        """The concrete budget/deadline on a DAG with the given nominal scale (the one rule of a ratio:
+        :mod:`simulator.costs.limits`)."""
+        return self.limit(what).of_nominal(nominal)
 
     def token(self) -> str:
         """``ratio:0.5`` / ``absolute:1000`` (the job-line form)."""
@@ -123,7 +124,7 @@ class Grid:
     """The expanded grid of a run."""
 
     groups: tuple[BudgetGroup, ...]
-    source: str  # "map" or "axes"
+    source: str  # "map" or "axes" ("none": :data:`NO_GRID`)
 
     def cells(self) -> list[Cell]:
         return [c for g in self.groups for c in g.cells()]
@@ -192,5 +193,8 @@ def resolve_grid(env: Mapping[str, str]) -> Grid:
     groups = tuple(BudgetGroup(f"b{i:02d}", b, deadlines) for i, b in enumerate(budgets))
     return Grid(groups, "axes")
 
+
+#: the grid of a job whose (budget, deadline) axes are its own (a prediction surface): no cell, no nominal scale
+NO_GRID = Grid((), "none")
 
 GRID_VARIABLES = ("BUDGET_DEADLINE_VALUES_MAP", "BUDGET_VALUES", "DEADLINE_VALUES", "BUDGET_RATIOS", "DEADLINE_RATIOS")

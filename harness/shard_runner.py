@@ -18,6 +18,7 @@ from collections.abc import Callable
 from simulator.base.errors import ConfigError, PoolError
 from simulator.base.io_utils import atomic_write_json, atomic_write_text, dumps_compact
 from simulator.costs.arrays import CostSetting, dag_arrays
+from simulator.costs.limits import BUDGET, DEADLINE
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.methods import is_baseline, uses_planning
 from simulator.pools.pool import load_pool
@@ -84,9 +85,9 @@ def simulate_dag(pool, pos: int, spec: ShardSpec, settings: RunSettings, plannin
     arr = dag_arrays(pool, pos, settings.cost)
     nb = _nominal(nominal_budget, arr, where, spec.budget.kind == RATIO)
     nd = _nominal(nominal_deadline, arr, where, any(d.kind == RATIO for d in spec.deadlines))
-    budget = spec.budget.realize(nb)
+    budget = spec.budget.realize(nb, BUDGET)
     cells = spec.cells()
-    cell_deadline = [c.deadline.realize(nd) for c in cells]
+    cell_deadline = [c.deadline.realize(nd, DEADLINE) for c in cells]
     unique_deadlines = list(dict.fromkeys(cell_deadline))
     trials = list(range(spec.n_trials))
     runs: list[tuple[str | None, list[dict]]] = [
@@ -176,21 +177,27 @@ def load_pools(spec: ShardSpec, dags: list[int]):
     return pool, planning_pool
 
 
-def settings_of(spec: ShardSpec) -> RunSettings:
-    """The simulator settings of a shard (every one from its command line)."""
+def run_settings(*, seed: int, cost_mode: str, latency_dist: str, prices: dict[str, float] | None,
+                 default_price_model: str | None, mcpp: dict, further: dict, planning: dict, execution_rules: str,
+                 methods: list[str]) -> RunSettings:
+    """The simulator settings of a job's shard from the settings a grid shard and a surface job both carry
+    (the planning pool only when a method plans)."""
     return RunSettings(
-        seed=spec.seed,
-        cost=CostSetting(
-            cost_mode=spec.cost_mode,
-            latency_dist=spec.latency_dist,
-            prices=spec.prices,
-            default_price_model=spec.default_price_model,
-        ),
-        mcpp=dict(spec.mcpp),
-        further=dict(spec.further),
-        execution_rules=spec.execution_rules,
-        planning=dict(spec.planning) if uses_planning(spec.methods) else {},
+        seed=seed,
+        cost=CostSetting(cost_mode=cost_mode, latency_dist=latency_dist, prices=prices,
+                         default_price_model=default_price_model),
+        mcpp=dict(mcpp),
+        further=dict(further),
+        execution_rules=execution_rules,
+        planning=dict(planning) if uses_planning(methods) else {},
     )
+
+
+def settings_of(spec: ShardSpec) -> RunSettings:
+    """The simulator settings of a grid shard (every one from its command line)."""
+    return run_settings(seed=spec.seed, cost_mode=spec.cost_mode, latency_dist=spec.latency_dist, prices=spec.prices,
+                        default_price_model=spec.default_price_model, mcpp=spec.mcpp, further=spec.further,
+                        planning=spec.planning, execution_rules=spec.execution_rules, methods=spec.methods)
 
 
 def run_shard(spec: ShardSpec, log: Callable[[str], None] = print) -> dict:

@@ -176,6 +176,16 @@ class ShardSpec:
     def dag_output(self, dag: int, out_dir: str | None = None) -> str:
         return dag_output_path(out_dir or self.out_dir, self.group, dag)
 
+    def part(self, dag: int, out_dir: str | None = None) -> str:
+        """The file of one DAG's records (the name a surface shard's part has too)."""
+        return self.dag_output(dag, out_dir)
+
+    def verify(self, out_dir: str | None = None, quick: bool = False) -> dict[int, FileCheck]:
+        """Every DAG file of the shard checked (``quick``: header and size only; ``out_dir`` overrides the
+        recorded one); a surface shard has the same method (:class:`harness.surface.job.SurfaceShard`)."""
+        check = self.part_checker()
+        return {d: check(self.dag_output(d, out_dir), d, quick=quick) for d in self.dags}
+
     def expected_keys(self, dag: int | None = None) -> set[tuple[str, str, int]]:
         """(cell id, method label, trial) of every record of one DAG's file."""
         return {
@@ -510,20 +520,14 @@ def check_dag_output(path: str, dag: int, expected: set[tuple[str, str, int]], f
     return FileCheck(True, "", present, n)
 
 
-def verify_shard(spec: ShardSpec, out_dir: str | None = None) -> dict[int, FileCheck]:
+def verify_shard(spec, out_dir: str | None = None) -> dict[int, FileCheck]:
     """Check every DAG file of a shard (``out_dir`` overrides the recorded one)."""
-    if hasattr(spec, "verify"):  # a surface shard checks its own parts (harness/surface/job.py)
-        return spec.verify(out_dir)
-    check = spec.part_checker()
-    return {d: check(spec.dag_output(d, out_dir), d) for d in spec.dags}
+    return spec.verify(out_dir)  # a grid or a surface shard: each type checks its own parts
 
 
 def quick_verify_shard(spec) -> dict[int, FileCheck]:
     """Each part of a shard by its header and size only (``status``; a ``done`` shard before it is trusted)."""
-    if hasattr(spec, "verify"):
-        return spec.verify(None, quick=True)
-    check = spec.part_checker()
-    return {d: check(spec.dag_output(d), d, quick=True) for d in spec.dags}
+    return spec.verify(None, quick=True)
 
 
 def layout_shards(cfg, out_dir: str, state_dir: str, pool_index: str | None = None) -> list[ShardSpec]:

@@ -59,9 +59,9 @@ COMMAND = ("-m", "harness.warmup")
 
 def group_of_method(method: str, execution_rules: str) -> str:
     """The kernel group of ``method`` under the run's execution rules."""
+    from simulator.cli.prewarm_groups import group_of
     from simulator.engine.registry import execution_of
     from simulator.methods import method_spec
-    from simulator.prewarm_groups import group_of
 
     spec = method_spec(method)
     return group_of(spec, execution_of(spec, execution_rules)) or "other"
@@ -87,8 +87,10 @@ def warm_up(
     """
     if n_workers < 2 or not prewarm.enabled() or not rd.shards:
         return None
+    from .shards import ShardSpec
+
     spec = rd.shard(0)
-    if not hasattr(spec, "methods"):  # a prediction-surface job: its shards compile as they go
+    if not isinstance(spec, ShardSpec):  # a prediction-surface job's shard: they compile as they go
         return None
     groups = groups_to_warm(spec.methods, spec.execution_rules)
     if not groups:

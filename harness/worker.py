@@ -319,7 +319,7 @@ def bad_parts(spec, quick: bool = False) -> dict[str, str]:
     out = {}
     for d, c in (quick_verify_shard(spec) if quick else verify_shard(spec)).items():
         if not c.ok:
-            path = spec.part(d) if hasattr(spec, "part") else spec.dag_output(d)
+            path = spec.part(d)
             out[path] = c.problem
     return out
 

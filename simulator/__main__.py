@@ -2,7 +2,7 @@
 
 import sys
 
-from simulator import prewarm_groups
+from simulator.cli import prewarm_groups
 
 if __name__ == "__main__":
     prewarm_groups.start(sys.argv[1:])  # before the heavy imports: a cold start compiles on two cores

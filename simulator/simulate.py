@@ -262,20 +262,11 @@ def simulate_method(
     progress=None,
     execution_rules: str = PUBLISHED,
 ) -> EpisodeBatch:
-    """Any registered method on one DAG and budget, run as its registry entry says.
-
-    A method that scores deadlines is simulated with D = inf (score the batch
-    at ``deadline`` with :meth:`EpisodeBatch.scored` or ``records(deadline)``);
-    one with the hard deadline runs under ``deadline``.
-    """
-    ex = execution_of(method_spec(method), execution_rules)
-    if ex.compiled:
-        return simulate_baseline(arr, method, budget, trials, seed, dag, parallel=parallel)
-    D = float(deadline) if ex.deadline == HARD else math.inf
-    return simulate_policy(
-        arr, method, budget, D, trials, seed, dag, params, planning_arr, progress, model_names=model_names,
-        launch=ex.launch,
-    )
+    """:func:`simulate_run` with the published code's positional signature (kept for code written against it;
+    this project's callers pass a :class:`SimSpec`: ``tests/test_policy_checks.py`` checks)."""
+    spec = SimSpec(budget=budget, deadline=deadline, trials=trials, seed=seed, dag=dag, rules=execution_rules)
+    return simulate_run(arr, method, spec, params=params, planning_arr=planning_arr, model_names=model_names,
+                        parallel=parallel, progress=progress)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,7 +275,8 @@ class SimSpec:
 
     Keyword-only, so a call site names each number (budget and deadline are
     both floats, seed and DAG both ints: swapped, a positional list runs
-    silently wrong).
+    silently wrong). Every caller in this project passes one to
+    :func:`simulate_run`.
     """
 
     budget: float
@@ -295,15 +287,23 @@ class SimSpec:
     rules: str = PUBLISHED  # execution-rule mode (registry.EXECUTION_RULES)
 
 
-def simulate_run(arr: DagArrays, method: str, spec: SimSpec, **options: Any) -> EpisodeBatch:
-    """:func:`simulate_method` with its run given as a :class:`SimSpec` (the same episodes).
+def simulate_run(arr: DagArrays, method: str, spec: SimSpec, *, params: Mapping[str, Any] | None = None,
+                 planning_arr: DagArrays | None = None, model_names: Sequence[str] | None = None,
+                 parallel: bool = False, progress=None) -> EpisodeBatch:
+    """Any registered method on one DAG and budget, run as its registry entry says under ``spec.rules``.
 
-    ``options`` are :func:`simulate_method`'s keyword arguments besides the
-    spec's (``params``, ``planning_arr``, ``model_names``, ``parallel``,
-    ``progress``).
+    A method that scores deadlines is simulated with D = inf (score the batch
+    at ``spec.deadline`` with :meth:`EpisodeBatch.scored` or ``records(deadline)``);
+    one with the hard deadline runs under ``spec.deadline``.
     """
-    return simulate_method(arr, method, spec.budget, spec.deadline, spec.trials, spec.seed, spec.dag,
-                           execution_rules=spec.rules, **options)  # fmt: skip
+    ex = execution_of(method_spec(method), spec.rules)
+    if ex.compiled:
+        return simulate_baseline(arr, method, spec.budget, spec.trials, spec.seed, spec.dag, parallel=parallel)
+    D = float(spec.deadline) if ex.deadline == HARD else math.inf
+    return simulate_policy(
+        arr, method, spec.budget, D, spec.trials, spec.seed, spec.dag, params, planning_arr, progress,
+        model_names=model_names, launch=ex.launch,
+    )
 
 
 def planning_arrays(pool, dag_idx: int, settings: RunSettings, planning_pool=None) -> DagArrays | None:

@@ -58,9 +58,9 @@ async def one_run(wf, pool, method: str, budget: float, deadline: float, *, scal
     tr = Trace(trace)
     try:
         async with http_client() as http:
-            run = open_run(wf, eps, method, RunSpec(budget=budget, deadline=deadline, trial=trial), http=http,
-                           clock=clock, trace=tr, params=params, options=options)
-            res = await run.run()
+            async with open_run(wf, eps, method, RunSpec(budget=budget, deadline=deadline, trial=trial), http=http,
+                                clock=clock, trace=tr, params=params, options=options) as run:
+                res = await run.run()
     finally:
         tr.close()
         await world.stop()

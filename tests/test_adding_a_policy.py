@@ -18,7 +18,7 @@ from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.engine.registry import PER_ATTEMPT, PYTHON_POLICY, SCORED
 from simulator.methods import METHOD_MODULES, METHOD_ORDER, method_spec, resolve_methods
 from simulator.pools.pool import pool_from_objects
-from simulator.simulate import simulate_method
+from simulator.simulate import SimSpec, simulate_run
 from tests.harness_util import ROOT, clean_env, config_env, harness, small_pool
 
 DOC = os.path.join(ROOT, "docs", "adding_a_policy.md")
@@ -58,7 +58,8 @@ def test_hand_computed_case_cheap_model_retried_until_the_budget_ends():
     """
     pool = pool_from_objects([_one_node_two_models(0.3)])
     arr = dag_arrays(pool, 0, CostSetting())
-    batch = simulate_method(arr, "cheapest_first", 350.0, math.inf, range(4000), 7, 0)
+    batch = simulate_run(arr, "cheapest_first",
+                         SimSpec(budget=350.0, deadline=math.inf, trials=range(4000), seed=7, dag=0))
     assert set(np.unique(batch.total_cost)) <= {100.0, 200.0, 300.0}  # only cheap attempts, at most 3
     assert batch.node_stats[:, 0, 1].max() == 3
     expected = 1 - 0.7**3

@@ -7,7 +7,7 @@ the repository may appear only inside ``@njit``/``@compiled_only`` bodies and
 in import statements. Passing one as a value from Python (a dispatch table, a
 ``fn = a if c else b``) counts as a reference too, with two exceptions that
 handle the dispatcher as an object and never call it (the cold-start helper,
-simulator/prewarm_groups.py): the first argument of ``compile_for`` (compiles
+simulator/cli/prewarm_groups.py): the first argument of ``compile_for`` (compiles
 it for given argument types) and the body of ``waited_kernels`` (the kernels
 whose cache lookup waits for the helper).
 """

@@ -54,7 +54,7 @@ def test_a_loop_held_by_work_on_it_slips_and_starvation_does_not_explain_it(monk
 
     pool, wf = workflow()
     B, D = nominal(wf)
-    real = live.LiveRun.ledger
+    real = live.LiveRun.write_ledger
     held = []
 
     def blocking_ledger(self):
@@ -65,7 +65,7 @@ def test_a_loop_held_by_work_on_it_slips_and_starvation_does_not_explain_it(monk
                 pass
         return real(self)
 
-    monkeypatch.setattr(live.LiveRun, "ledger", blocking_ledger)
+    monkeypatch.setattr(live.LiveRun, "write_ledger", blocking_ledger)
     res, _, tr = run_one(wf, pool, "sequential", 2 * B, D, scale=0.01)
     end = tr.events[-1]
     assert res.wall_s > D * 0.01 + SLIP_SLACK_S

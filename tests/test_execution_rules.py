@@ -22,7 +22,7 @@ from simulator.engine.registry import ATOMIC, EXECUTION_RULES, HARD, PER_ATTEMPT
 from simulator.mcpp.policy import MCPortfolioPolicy
 from simulator.methods import method_spec
 from simulator.pools.pool import load_pool, pool_from_objects
-from simulator.simulate import RunSettings, simulate_dag_budget, simulate_method
+from simulator.simulate import RunSettings, SimSpec, simulate_dag_budget, simulate_run
 from tests.harness_util import ROOT, diamond
 from tests.test_reference_simulator import CaptureFirstView
 
@@ -59,7 +59,8 @@ def test_closed_form_two_node_chain_for_sequential(mode):
     over-deadline draw fails the episode whether it is refused or ends it). Tolerance: 4 standard errors.
     """
     arr = dag_arrays(pool_from_objects([_chain(0.5, 0.6)]), 0, CostSetting())
-    batch = simulate_method(arr, "sequential", 35.0, 4.5, range(TRIALS), 3, 0, execution_rules=mode)
+    batch = simulate_run(arr, "sequential",
+                         SimSpec(budget=35.0, deadline=4.5, trials=range(TRIALS), seed=3, dag=0, rules=mode))
     p = 0.5 * (1 - 0.4**2) + 0.5 * 0.5 * (1 - 0.4)
     assert abs(batch.on_time(4.5).mean() - p) < 4 * math.sqrt(p * (1 - p) / TRIALS)
     if mode == "atomic":
@@ -78,7 +79,8 @@ def test_atomic_sequential_k_is_the_reference_atomic_episode(example, k):
         arr = dag_arrays(example, i, CostSetting())
         B, D = nominal_budget(arr), nominal_deadline(arr)
         name = "sequential" if k == 1 else f"sequential_{k}"
-        batch = simulate_method(arr, name, B, D, range(8), 42, i, execution_rules="atomic")
+        batch = simulate_run(arr, name,
+                             SimSpec(budget=B, deadline=D, trials=range(8), seed=42, dag=i, rules="atomic"))
         policy = ref.sequential_policy(k, list(arr.legacy))
         for q in range(8):
             r = ref.run_episode(arr, policy, B, seed=42, dag_key=i, trial=q, launch=ref.ATOMIC, deadline=D)
@@ -91,7 +93,9 @@ def test_atomic_static_dispatches_once_then_stalls_on_a_failed_batch():
     """Static under ``atomic``: r_v attempts at first readiness; a failed batch ends the episode stalled."""
     line = _chain(0.3, 0.9)
     arr = dag_arrays(pool_from_objects([line]), 0, CostSetting())
-    batch = simulate_method(arr, "uniform", 40.0, math.inf, range(400), 1, 0, execution_rules="atomic")
+    batch = simulate_run(arr, "uniform",
+                         SimSpec(budget=40.0, deadline=math.inf, trials=range(400), seed=1, dag=0,
+                                 rules="atomic"))
     # B = 40, equal shares 20: r_v = floor(20 / 10) = 2 attempts per node, once
     assert set(np.unique(batch.node_stats[:, 0, 1])) == {2}
     failed_first = batch.node_stats[:, 0, 0] == 0
@@ -111,7 +115,8 @@ def test_atomic_seq_member_equals_mcpp_estimate_of_it():
     arr = dag_arrays(pool, 0, CostSetting())
     B, D = 1.0 * nominal_budget(arr), 1.2 * nominal_deadline(arr)
     n = 3000
-    batch = simulate_method(arr, "sequential_2", B, D, range(n), 42, 0, execution_rules="atomic")
+    batch = simulate_run(arr, "sequential_2",
+                         SimSpec(budget=B, deadline=D, trials=range(n), seed=42, dag=0, rules="atomic"))
     p_base = float(batch.on_time(D).mean())
     cap = CaptureFirstView()
     run_policy_episode(arr, cap, B, D, 42, 0, 0)

@@ -292,9 +292,11 @@ def test_200_runs_sharing_the_planner_thread_keep_their_deadline_under_cpu_load(
         async def one(trial):
             tr = Trace(None)
             async with http_client() as http:
-                res = await open_run(wf, eps, "mc_portfolio_rollout", RunSpec(budget=2 * B, deadline=deadline, trial=trial),
-                                     http=http, clock=clock, trace=tr, params={"M": 8},
-                                     options=Options(warm_up=trial == 0)).run()
+                async with open_run(wf, eps, "mc_portfolio_rollout", RunSpec(budget=2 * B, deadline=deadline,
+                                                                             trial=trial),
+                                    http=http, clock=clock, trace=tr, params={"M": 8},
+                                    options=Options(warm_up=trial == 0)) as run:
+                    res = await run.run()
             return res, tr.events[-1]
 
         first = await one(0)  # compiles (or loads) the kernels before the crowd starts

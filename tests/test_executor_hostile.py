@@ -51,9 +51,10 @@ async def _runs(wf, pool, method, budget, deadline, trials, *, scale=0.01, class
             tr = Trace(None)
             t0 = time.perf_counter()
             async with http_client() as http:
-                run = open_run(wf, eps, method, RunSpec(budget=budget, deadline=deadline, trial=trial), http=http,
-                               clock=clock, trace=tr, params=params, options=options or Options(backoff_base_s=0.01))
-                res = await run.run()
+                async with open_run(wf, eps, method, RunSpec(budget=budget, deadline=deadline, trial=trial),
+                                    http=http, clock=clock, trace=tr, params=params,
+                                    options=options or Options(backoff_base_s=0.01)) as run:
+                    res = await run.run()
             return res, tr.events, time.perf_counter() - t0
 
     try:
@@ -306,9 +307,9 @@ def test_random_fault_mixes_keep_every_promise(method, cost_mode, monkeypatch):
 
 
 def test_a_sample_cancelled_in_its_backoff_releases_its_reservation(monkeypatch):
-    from executor import live
+    from executor import sampling
 
-    monkeypatch.setattr(live, "backoff_s", lambda *a: 5.0)  # after its 500 the sample sleeps 5 s (no jitter)
+    monkeypatch.setattr(sampling, "backoff_s", lambda *a: 5.0)  # after its 500 the sample sleeps 5 s (no jitter)
     pool, wf = workflow()
     B, D = nominal(wf)
 
@@ -320,14 +321,14 @@ def test_a_sample_cancelled_in_its_backoff_releases_its_reservation(monkeypatch)
         tr = Trace(None)
         try:
             async with http_client() as http:
-                run = open_run(wf, eps, "sequential", RunSpec(budget=2 * B, deadline=50 * D), http=http, clock=clock,
-                               trace=tr, options=Options(down_after=100))
-                task = asyncio.ensure_future(run.run())
-                while not world.seen:
-                    await asyncio.sleep(0.01)
-                await asyncio.sleep(0.3)  # the 500 is answered: the sample sleeps in its backoff
-                run.interrupt("SIGTERM")
-                return await task, tr.events, world
+                async with open_run(wf, eps, "sequential", RunSpec(budget=2 * B, deadline=50 * D), http=http,
+                                    clock=clock, trace=tr, options=Options(down_after=100)) as run:
+                    task = asyncio.ensure_future(run.run())
+                    while not world.seen:
+                        await asyncio.sleep(0.01)
+                    await asyncio.sleep(0.3)  # the 500 is answered: the sample sleeps in its backoff
+                    run.interrupt("SIGTERM")
+                    return await task, tr.events, world
         finally:
             await world.stop()
 

@@ -12,15 +12,16 @@ from executor.agree import Side, compare, simulated_side
 from executor.clock import Clock
 from executor.endpoints import endpoints_toml, load_endpoints, parse_endpoints
 from executor.estimates import Observations, Residuals, posterior_arrays
-from executor.inputs import budget_and_deadline, check_method, live_cost_mode, make_workflow
+from executor.inputs import check_method, live_cost_mode, make_workflow
 from executor.tasks import build_tasks
 from executor.trace import Trace, read_trace, summarize
 from executor.world import World
 from simulator.base.errors import ConfigError
 from simulator.base.rng import fold
+from simulator.costs.limits import BUDGET, DEADLINE, WALL_SECONDS, Limit, Limits
 from simulator.engine.loop import draw_attempt, new_state, node_model_key
 from simulator.pools.pool import load_pool
-from simulator.simulate import simulate_method
+from simulator.simulate import SimSpec, simulate_run
 from tests.executor_helpers import POOL, ROOT, cli, nominal, workflow
 
 GOOD = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "", "input_price_per_1m": 0.0,
@@ -71,14 +72,11 @@ def test_task_kind_without_payload_refused():
 
 
 def test_budget_deadline_method_cost_mode_refused():
-    import argparse
-
     _, wf = workflow()
     for b, d, words in (("inf", "10", "--budget"), ("-1", "10", "--budget"), ("nan", "10", "--budget"),
                         ("100", "0", "--deadline"), ("100", "inf", "--deadline")):
-        with pytest.raises(ConfigError, match=words):
-            budget_and_deadline(argparse.Namespace(budget=b, deadline=d, budget_ratio=None, deadline_ratio=None),
-                                wf, 1.0)
+        with pytest.raises(ConfigError, match=words):  # the executor's doors: a live run's deadline is finite
+            Limits(Limit(BUDGET, b), Limit(DEADLINE, d, unit=WALL_SECONDS, infinite=False)).resolve(wf.arr)
     with pytest.raises(ConfigError, match="unknown method.*'sequentail'.*did you mean 'sequential'"):
         check_method("sequentail")
     with pytest.raises(ConfigError, match="no live meaning"):
@@ -148,12 +146,14 @@ def test_compare_by_hand():
 
 def test_simulated_side_is_the_live_rules_simulation():
     """agree's simulated side runs each method under the live rules (the rules the executor follows): the same
-    episodes as ``simulate_method(..., execution_rules="live")``, none passing D or the budget."""
+    episodes as ``simulate_run(..., SimSpec(..., rules="live"))``, none passing D or the budget."""
     _, wf = workflow()
     B, D = nominal(wf)
     for method in ("sequential", "uniform", "sequential_4"):
         side = simulated_side(wf, method, B, 0.8 * D, 200, 3, None)
-        batch = simulate_method(wf.arr, method, B, 0.8 * D, list(range(200)), 3, 0, execution_rules="live")
+        batch = simulate_run(wf.arr, method,
+                             SimSpec(budget=B, deadline=0.8 * D, trials=list(range(200)), seed=3, dag=0,
+                                     rules="live"))
         assert np.array_equal(side.on_time, batch.on_time(0.8 * D))
         assert np.array_equal(side.spend, batch.total_cost) and np.all(side.spend <= B + 1e-9)
         assert np.all(batch.makespan <= 0.8 * D)

@@ -52,11 +52,35 @@ def test_a_reservation_that_does_not_fit_or_is_not_a_number_is_refused():
     assert led.spent == 10.0 and led.reserved == 0.0 and led.available() == 90.0
 
 
+def test_a_batch_keeps_what_its_settlements_free_until_it_ends():
+    """The live rules settle per batch: an answer below its reservation frees nothing for a decision (nor for
+    its node's cap) until its batch ends; a retry's fresh reservation joins its sample's hold."""
+    led = Ledger(100.0)
+    a, b = led.hold(40.0, 3), led.hold(40.0, 3)
+    led.settle(a, 10.0)
+    assert led.kept(3) == 30.0 and led.available() == 20.0 and led.room(3, 100.0) == 20.0
+    assert led.room(3, 60.0) == 60.0 - 50.0 - 30.0  # the cap counts what the batch keeps
+    led.release(b)  # released: the batch keeps its 40 too; a fresh reservation of the sample takes from that
+    assert led.available() == 20.0 and led.kept(3) == 70.0
+    c = led.reserve(20.0, 3, hold=b.hold)
+    assert led.kept(3) == 50.0 and led.reserved == 20.0 and led.available() == 20.0
+    led.mark_possibly_billed(c)
+    led.end_batch(3)
+    assert led.kept() == 0.0 and led.available() == 100.0 - 10.0 - 20.0
+    with pytest.raises(LedgerError):  # what a batch keeps is not for a reservation to take
+        Ledger(50.0).reserve(60.0, 0)
+    led2 = Ledger(50.0)
+    led2.settle(led2.hold(50.0, 0), 0.0)
+    with pytest.raises(LedgerError):
+        led2.reserve(1.0, 1)
+
+
 class LedgerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.ledger = Ledger(1000.0)
         self.held: list = []
+        self.done: list = []  # reservations that left the held state (a retry may join their hold)
         self.model_spent = 0.0
         self.model_unbilled = 0.0
 
@@ -64,6 +88,23 @@ class LedgerMachine(RuleBasedStateMachine):
     def reserve(self, fraction, key):
         amount = fraction * self.ledger.available()
         self.held.append(self.ledger.reserve(amount, key))
+
+    @rule(fraction=st.floats(0.0, 1.0), key=st.integers(0, 4))
+    def hold(self, fraction, key):
+        amount = fraction * self.ledger.available()
+        self.held.append(self.ledger.hold(amount, key))
+
+    @precondition(lambda self: any(r.hold is not None and r.state != HELD for r in self.done))
+    @rule(i=st.integers(0, 100), fraction=st.floats(0.0, 1.0))
+    def retry(self, i, fraction):
+        gone = [r for r in self.done if r.hold is not None and r.state != HELD]
+        r = gone[i % len(gone)]
+        if any(h is r.hold for hs in self.ledger.batches.values() for h in hs):
+            self.held.append(self.ledger.reserve(fraction * self.ledger.available(), r.key, hold=r.hold))
+
+    @rule(key=st.integers(0, 4))
+    def end_batch(self, key):
+        self.ledger.end_batch(key)
 
     @precondition(lambda self: self.held)
     @rule(i=st.integers(0, 100), pt=USAGE, ct=USAGE)
@@ -73,6 +114,7 @@ class LedgerMachine(RuleBasedStateMachine):
                              "usage": {"prompt_tokens": pt, "completion_tokens": ct}}, [{"content": "p"}])
         charge = (res.completion_tokens or 0.0)
         got = self.ledger.settle(r, charge)
+        self.done.append(r)
         assert 0.0 <= got <= r.amount and r.state == SETTLED
         self.model_spent += got
 
@@ -81,6 +123,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def possibly_billed(self, i, kind):
         r = self.held.pop(i % len(self.held))
         self.ledger.mark_possibly_billed(r)
+        self.done.append(r)
         assert r.state == UNBILLED
         self.model_unbilled += r.amount
 
@@ -89,6 +132,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def released(self, i, kind):
         r = self.held.pop(i % len(self.held))
         self.ledger.release(r)
+        self.done.append(r)
         assert r.state == RELEASED
 
     @precondition(lambda self: self.held)
@@ -106,7 +150,9 @@ class LedgerMachine(RuleBasedStateMachine):
         led = self.ledger
         for x in (led.spent, led.reserved, led.unbilled):
             assert math.isfinite(x) and x >= 0
-        assert led.spent + led.reserved + led.unbilled <= led.budget * (1 + 1e-12)
+        assert led.spent + led.reserved + led.unbilled + led.kept() <= led.budget * (1 + 1e-12)
+        assert led.available() == pytest.approx(max(0.0, led.budget - led.spent - led.reserved - led.unbilled
+                                                    - led.kept()), abs=1e-9)
         assert led.spent == pytest.approx(self.model_spent) and led.unbilled == pytest.approx(self.model_unbilled)
         assert led.reserved == pytest.approx(sum(r.amount for r in self.held), abs=1e-6)
 

@@ -14,7 +14,7 @@ from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import LIVE
 from simulator.pools.pool import load_pool
-from simulator.simulate import RunSettings, simulate_method
+from simulator.simulate import RunSettings, SimSpec, simulate_run
 from simulator.surface.compute import method_surface
 from tests.executor_helpers import POOL, cli
 
@@ -31,11 +31,14 @@ def test_the_quoted_budget_reaches_the_target_on_fresh_episodes_and_less_does_no
     n = 1000
     trials = list(range(10_000, 10_000 + n))  # episodes the quote never saw
     assert q["rules"] == "live"  # the executor's rules by default
-    fresh = simulate_method(arr, "sequential", q["budget"], D, trials, 0, 0, execution_rules="live").on_time(D).mean()
+    fresh = simulate_run(arr, "sequential",
+                         SimSpec(budget=q["budget"], deadline=D, trials=trials, seed=0, dag=0,
+                                 rules="live")).on_time(D).mean()
     se = math.sqrt(0.8 * 0.2 / n)
     assert fresh >= 0.8 - 2 * se, fresh
-    less = simulate_method(arr, "sequential", 0.8 * q["budget"], D, trials, 0, 0,
-                           execution_rules="live").on_time(D).mean()
+    less = simulate_run(arr, "sequential",
+                        SimSpec(budget=0.8 * q["budget"], deadline=D, trials=trials, seed=0, dag=0,
+                                rules="live")).on_time(D).mean()
     assert less < fresh
 
 
@@ -142,3 +145,104 @@ def test_the_header_comes_before_numpy_and_the_live_executor_load():
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
     main = (ROOT / "executor" / "__main__.py").read_text(encoding="utf-8")
     assert main.index('["quote"]') < main.index("from executor.cli import main")
+
+
+class FullRates:
+    """The search as it was before the reordering and the threads: every probed budget's rate over all the
+    trials from ``method_surface`` (no early stopping), its "reaches" that rate's comparison."""
+
+    def __init__(self, pool, pos, method, deadline, trials):
+        self.args = (pool, pos, method)
+        self.deadline, self.trials = deadline, trials
+        self.settings = RunSettings(seed=0, cost=CostSetting(), execution_rules=LIVE)
+        self.rates: dict[float, float] = {}
+
+    def rate(self, b: float) -> float:
+        if b not in self.rates:
+            s = method_surface(*self.args, [b], [self.deadline], list(range(self.trials)), self.settings)
+            self.rates[b] = s.successes[0, 0] / self.trials
+        return self.rates[b]
+
+    def reaches(self, b: float, target: float) -> bool:
+        return self.rate(b) >= target
+
+
+def test_the_fast_mcpp_quote_is_the_plain_searchs_answer():
+    """MCPP under the live rules (the README's DAG and deadline, 10 trials): the reordered, two-thread, early
+    stopping search gives the budget, rate and 0.8 x rate of the plain search over full rates, exactly, and one
+    thread the same answer after the same number of episodes."""
+    from executor.quote_search import cheapest
+
+    pool = load_pool(POOL)
+    arr = dag_arrays(pool, 0, CostSetting())
+    axis = nominal_budget(arr) * np.geomspace(AXIS_LO, AXIS_HI, AXIS_N)
+    ref = FullRates(pool, 0, "mc_portfolio_rollout", 60.0, 10)
+    b = cheapest(ref, axis, 0.8, BISECTIONS)
+    q = quote(pool, 0, "MCPP", 60.0, 0.8, 10, threads=2)
+    assert b is not None and q.budget == b
+    assert q.rate == ref.rate(b) and q.rate_at_80pct == ref.rate(0.8 * b)
+    assert q.episodes < len(ref.rates) * 10, (q.episodes, len(ref.rates))  # early stopping: fewer episodes
+    one = quote(pool, 0, "MCPP", 60.0, 0.8, 10, threads=1)  # the threads run no episode the search does not use
+    assert (one.budget, one.rate, one.rate_at_80pct, one.episodes) == (q.budget, q.rate, q.rate_at_80pct, q.episodes)
+
+
+def test_the_quotes_episodes_are_the_grids_trial_for_trial():
+    """The episode runner (per trial, any order, worker threads, one policy per thread) gives each trial the
+    outcome ``method_surface`` gives it, for MCPP under the live rules."""
+    from executor.quote_episodes import EpisodeRunner
+
+    pool = load_pool(POOL)
+    settings = RunSettings(seed=0, cost=CostSetting(), execution_rules=LIVE)
+    trials = [5, 0, 3, 1, 4, 2, 7, 6]
+    for b in (3000.0, 4500.0):
+        runner = EpisodeRunner(pool, 0, "mc_portfolio_rollout", 60.0, settings, threads=2)
+        try:
+            got = dict(runner.run(b, trials, lambda: False))
+        finally:
+            runner.close()
+        assert runner.per_cell and sorted(got) == sorted(trials)
+        want = method_surface(pool, 0, "mc_portfolio_rollout", [b], [60.0], trials, settings).success[:, 0, 0]
+        assert [got[t] for t in trials] == [bool(x) for x in want], b
+
+
+def test_the_header_and_the_progress_show_before_the_work_ends():
+    """On a terminal, `python -m executor quote` (the README's MCPP quote) prints its header, then a progress
+    line that moves, while the episodes are still running (it is stopped once the progress is seen)."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+    import time
+
+    from tests.executor_helpers import ENV, ROOT
+
+    moving = re.compile(rb"budget [0-9.]+ tokens: [1-9][0-9]* episodes simulated")  # the bar counting episodes
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal of 24 x 120 (a pty
+    # has 0 x 0 until told: tqdm then draws nothing)
+    proc = subprocess.Popen([sys.executable, "-m", "executor", "quote", "--pool", POOL, "--dag", "0", "--deadline",
+                             "60", "--target", "0.9"], cwd=ROOT, env=ENV, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    try:
+        end = time.monotonic() + 600
+        while not moving.search(seen) and time.monotonic() < end:
+            if select.select([master], [], [], 1.0)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        still_running = proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    text = seen.decode(errors="replace")
+    assert text.lstrip().startswith("quote: MCPP on DAG 0"), text
+    assert moving.search(seen) and still_running, text
+    assert text.index("quote: MCPP") < text.index("loading the simulator: 0 episodes simulated") < text.index("DAG 0 is")

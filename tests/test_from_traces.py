@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import shutil
@@ -13,13 +12,13 @@ import numpy as np
 import pytest
 
 from executor.agree import live_episodes
-from executor.inputs import budget_and_deadline
 from executor.learn import drift_lines
 from executor.trace import read_trace
 from poolbuild.censored import km_jumps, km_mean, km_survival
 from poolbuild.drift import drift
 from poolbuild.from_traces import Graph, Obs, build_line, learn_into, live_rows
 from simulator.base.errors import ConfigError
+from simulator.costs.limits import Limits
 from simulator.pools.pool import load_pool
 from tests.executor_helpers import ENV, POOL, ROOT, cli, workflow
 
@@ -34,8 +33,7 @@ def traces(tmp_path_factory):
     """20 ``sequential`` runs against the loopback world (virtual clock) and the workflow file they ran."""
     d = tmp_path_factory.mktemp("traces")
     pool, wf = workflow()
-    ns = argparse.Namespace(budget=None, budget_ratio=1.0, deadline=None, deadline_ratio=1.0)
-    b, dl = budget_and_deadline(ns, wf, 1.0)
+    b, dl = Limits.ratios(1.0, 1.0).resolve(wf.arr)
     asyncio.run(live_episodes(wf, pool, "sequential", b, dl, 20, scale=0.1, seed=0, world_seed=1,
                               trace_dir=str(d / "runs")))
     w = d / "workflow.json"

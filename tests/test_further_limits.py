@@ -25,7 +25,7 @@ from simulator.baselines.further.variants import FURTHER_METHODS, FurtherParams
 from simulator.costs.arrays import CostSetting, build_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.pools.pool import pool_from_objects
-from simulator.simulate import simulate_method
+from simulator.simulate import SimSpec, simulate_run
 from tests.further_dags import pool_line
 from tests.test_further_policies import act
 
@@ -66,7 +66,7 @@ def test_episodes_on_a_dag_far_beyond_the_limits_stay_bounded(mode):
     B, D = nominal_budget(arr), nominal_deadline(arr)
     for m in FURTHER_METHODS:
         t0 = time.perf_counter()
-        batch = simulate_method(arr, m, B, D, range(2), 42, 0)
+        batch = simulate_run(arr, m, SimSpec(budget=B, deadline=D, trials=range(2), seed=42, dag=0))
         elapsed = time.perf_counter() - t0
         assert elapsed < 60, f"{m}: {elapsed:.1f} s for two episodes"
         for rec in batch.records(D):

@@ -17,7 +17,7 @@ from simulator.costs.arrays import CostSetting, dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.episode import DecisionView
 from simulator.pools.pool import load_pool
-from simulator.simulate import simulate_baseline, simulate_method
+from simulator.simulate import SimSpec, simulate_baseline, simulate_run
 from tests.further_dags import CHAIN, DIAMOND, arrays
 
 E_I = np.zeros(0, dtype=np.int64)
@@ -95,7 +95,7 @@ def test_money_mode_loader_is_sequential_decision_for_decision(pool):
         B = nominal_budget(arr)
         base = simulate_baseline(arr, "sequential", B, range(6), 42, i)
         for m in FURTHER_METHODS[:6]:
-            f = simulate_method(arr, m, B, math.inf, range(6), 42, i)
+            f = simulate_run(arr, m, SimSpec(budget=B, deadline=math.inf, trials=range(6), seed=42, dag=i))
             for a in FIELDS:
                 np.testing.assert_array_equal(getattr(base, a), getattr(f, a), err_msg=f"{m} {a} DAG {i}")
 
@@ -108,8 +108,8 @@ def test_episode_invariants_and_determinism(pool, mode):
         arr = dag_arrays(pool, i, cs)
         B, D = nominal_budget(arr), nominal_deadline(arr)
         for m in methods:
-            a = simulate_method(arr, m, B, D, range(4), 42, i)
-            b = simulate_method(arr, m, B, D, range(4), 42, i)
+            a = simulate_run(arr, m, SimSpec(budget=B, deadline=D, trials=range(4), seed=42, dag=i))
+            b = simulate_run(arr, m, SimSpec(budget=B, deadline=D, trials=range(4), seed=42, dag=i))
             for f in FIELDS:
                 np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
             assert (a.total_cost <= B + 1e-12).all()
@@ -126,7 +126,8 @@ def test_episode_invariants_and_determinism(pool, mode):
 def test_token_mode_loader_uses_more_than_one_attempt(pool):
     """Token mode: every plan is feasible, counts grow until the launch rule refuses (see `_units`)."""
     arr = dag_arrays(pool, 0, CostSetting())
-    f = simulate_method(arr, "loader_dual", nominal_budget(arr), math.inf, range(3), 42, 0)
+    f = simulate_run(arr, "loader_dual",
+                     SimSpec(budget=nominal_budget(arr), deadline=math.inf, trials=range(3), seed=42, dag=0))
     assert f.total_rollouts.max() > arr.n
 
 

@@ -49,10 +49,11 @@ def test_every_registered_method_passes_the_battery_on_eighty_nodes(method, eigh
 
 def test_the_case_binds_budget_and_deadline(eighty_nodes):
     """The battery's case is not trivially loose: sequential retries on it exhaust the budget or the deadline."""
-    from simulator.simulate import simulate_method
+    from simulator.simulate import SimSpec, simulate_run
 
     c = eighty_nodes
-    batch = simulate_method(c.arr, "sequential", c.budget, c.deadline, range(8), c.seed, 0)
+    batch = simulate_run(c.arr, "sequential",
+                         SimSpec(budget=c.budget, deadline=c.deadline, trials=range(8), seed=c.seed, dag=0))
     reasons = {r["termination_reason"] for r in batch.records(c.deadline)}
     assert reasons & {"budget_exhausted", "deadline_exhausted"}
 
@@ -133,6 +134,24 @@ def test_simulate_run_is_simulate_method_with_named_numbers(one_node):
         {k: v for k, v in r.items() if k not in drop} for r in b.records(c.deadline)]
     with pytest.raises(TypeError):
         SimSpec(c.budget, c.deadline, (0,), c.seed)  # keyword-only
+
+
+def test_our_callers_name_their_numbers():
+    """No caller in the project's code runs a method through the positional chain: each passes a SimSpec to
+    ``simulate_run`` (``simulate_method`` stays, with the published code's signature, for code written against it)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for pkg in ("simulator", "executor", "harness", "benchmarks", "poolbuild"):
+        for p in sorted((root / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+                f = getattr(node, "func", None)
+                name = getattr(f, "attr", None) or getattr(f, "id", None)
+                if isinstance(node, ast.Call) and name == "simulate_method" and p.name != "simulate.py":
+                    found.append(f"{p.relative_to(root)}:{node.lineno}")
+    assert found == []
 
 
 def test_the_battery_names_its_checks():

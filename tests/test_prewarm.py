@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator import prewarm_groups
 from simulator.base import prewarm
 from simulator.base.sources import package_digest
+from simulator.cli import prewarm_groups
 from tests.harness_util import ROOT
 
 SIMULATE = ["simulate", "--pool", "examples/example_pool.jsonl", "--dag", "0", "--budget-ratio", "1",

@@ -93,7 +93,7 @@ def test_no_private_name_crosses_a_package():
 
 def test_cache_stems_name_public_kernels():
     from harness import warmup
-    from simulator import prewarm_groups
+    from simulator.cli import prewarm_groups
 
     stems = [*prewarm_groups.KERNEL_FILES, *(s for g in warmup.GROUP_KERNELS.values() for s in g)]
     assert [s for s in stems if s.rpartition(".")[2].startswith("_")] == []

@@ -32,7 +32,7 @@ from simulator.methods import (
     resolve_methods,
 )
 from simulator.pools.pool import load_pool
-from simulator.simulate import simulate_baseline, simulate_method, simulate_policy
+from simulator.simulate import SimSpec, simulate_baseline, simulate_policy, simulate_run
 
 FIELDS = ("reason", "makespan", "total_cost", "total_rollouts", "planner_calls", "node_stats", "node_cost")
 
@@ -130,7 +130,8 @@ def test_a_python_policy_under_the_per_attempt_launch_is_the_compiled_baseline(p
             for ratio in (0.3, 1.0):
                 B = ratio * nominal_budget(arr)
                 a = simulate_baseline(arr, "sequential", B, range(12), 42, i)
-                b = simulate_method(arr, "py_sequential", B, math.inf, range(12), 42, i)
+                b = simulate_run(arr, "py_sequential",
+                                 SimSpec(budget=B, deadline=math.inf, trials=range(12), seed=42, dag=i))
                 for f in FIELDS:
                     np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f"{mode} DAG {i} {f}")
 

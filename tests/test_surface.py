@@ -21,7 +21,7 @@ from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.episode import run_policy_episode
 from simulator.engine.loop import REASONS
 from simulator.pools.pool import load_pool
-from simulator.simulate import RunSettings, policy_for, simulate_method
+from simulator.simulate import RunSettings, SimSpec, policy_for, simulate_run
 from simulator.surface.compute import PER_BUDGET, PER_CELL, TREE, method_surface
 from simulator.surface.tree import mcpp_trial_cells
 
@@ -84,7 +84,8 @@ def test_every_route_equals_independent_cells(pool, method, route):
     rng = np.random.default_rng(7)
     for i, j in rng.integers(0, 4, size=(5, 2)):
         B, D = float(budgets[i]), float(deadlines[j])
-        batch = simulate_method(arr, method, B, D, trials, 42, dag, MCPP_SMALL, None, pool[dag].model_ids)
+        batch = simulate_run(arr, method, SimSpec(budget=B, deadline=D, trials=trials, seed=42, dag=dag),
+                             params=MCPP_SMALL, model_names=pool[dag].model_ids)
         np.testing.assert_array_equal(surf.success[:, i, j], batch.on_time(D))
         np.testing.assert_array_equal(surf.total_cost[:, i, j], batch.total_cost)
 

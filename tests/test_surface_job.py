@@ -161,3 +161,21 @@ def test_surface_equals_grid_records(tmp_path):
                 t = rec["exec_trial"]
                 assert bool(surf.success[t, i, j]) == rec["on_time_success"]
                 assert float(surf.total_cost[t, i, j]) == rec["total_cost"]
+
+
+def test_grid_and_surface_shards_are_told_apart_by_type():
+    """The harness asks a shard for its parts through the methods both shard types have (``verify``, ``part``), or
+    by its type; never by probing an attribute (``hasattr``), which a renamed field silently flips."""
+    import ast
+
+    from harness.shards import ShardSpec
+    from harness.surface.job import SurfaceShard
+
+    for name in ("verify", "part"):
+        assert callable(getattr(ShardSpec, name)) and callable(getattr(SurfaceShard, name))
+    root = Path(__file__).resolve().parents[1] / "harness"
+    probes = [f"{p.relative_to(root.parent)}:{n.lineno}" for p in sorted(root.rglob("*.py"))
+              for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+              if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "hasattr"
+              and n.args and getattr(n.args[0], "id", None) in ("spec", "shard")]  # fmt: skip
+    assert probes == []

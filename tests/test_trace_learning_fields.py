@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import glob
 import json
@@ -21,18 +20,17 @@ import pytest
 
 from executor.agree import live_episodes
 from executor.client import classify_body
-from executor.inputs import budget_and_deadline
 from executor.live import Options
 from executor.trace import read_trace
 from executor.workflow import load_workflow
+from simulator.costs.limits import Limits
 from tests.executor_helpers import POOL, cli, workflow
 
 
 def _episodes(tmp_path, method="sequential", runs=120, concurrency=30, budget_ratio=1.0, deadline_ratio=1.0,
               options=None):
     pool, wf = workflow()
-    ns = argparse.Namespace(budget=None, budget_ratio=budget_ratio, deadline=None, deadline_ratio=deadline_ratio)
-    b, d = budget_and_deadline(ns, wf, 1.0)
+    b, d = Limits.ratios(budget_ratio, deadline_ratio).resolve(wf.arr)
     _, world = asyncio.run(live_episodes(wf, pool, method, b, d, runs, scale=0.1, seed=0, world_seed=1,
                                          concurrency=concurrency, trace_dir=str(tmp_path), options=options))
     traces = [read_trace(f)[0] for f in sorted(glob.glob(str(tmp_path / "*.jsonl")))]

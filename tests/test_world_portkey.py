@@ -85,11 +85,11 @@ def _run(wf, endpoints, method, budget, deadline_wall_s, config, *, params=None,
     async def go():
         tr = Trace(None)
         async with httpx.AsyncClient(limits=HTTP_LIMITS, trust_env=False) as http:
-            run = open_run(wf, endpoints, method, RunSpec(budget=budget, deadline=deadline_wall_s / SCALE,
-                                                          trial=trial),
-                           http=http, clock=Clock(SCALE), trace=tr, params=params,
-                           options=options or Options(backoff_base_s=0.05))
-            return await run.run(), tr.events
+            async with open_run(wf, endpoints, method, RunSpec(budget=budget, deadline=deadline_wall_s / SCALE,
+                                                               trial=trial),
+                                http=http, clock=Clock(SCALE), trace=tr, params=params,
+                                options=options or Options(backoff_base_s=0.05)) as run:
+                return await run.run(), tr.events
 
     before = os.environ.get("MCPP_PORTKEY_CONFIG")
     os.environ["MCPP_PORTKEY_CONFIG"] = portkey_headers(config)["x-portkey-config"]

@@ -199,17 +199,12 @@ class SurfaceConfig:
         return settings_fingerprint(self.settings())
 
     def run_settings(self):
-        from ..shard_runner import settings_of
-        from ..shards import ShardSpec
+        from ..shard_runner import run_settings
 
-        spec = ShardSpec(
-            shard=0, group="", budget=None, deadlines=[], dags=self.dags, pool=self.pool_path,
-            pool_sha256=self.pool_sha256, out_dir="", n_trials=self.n_trials, seed=self.seed,
-            cost_mode=self.cost_mode, latency_dist=self.latency_dist, methods=self.methods, prices=self.prices,
-            default_price_model=self.default_price_model, mcpp=self.mcpp, planning=self.planning,
-            further=self.further, execution_rules=self.execution_rules,
-        )  # fmt: skip
-        return settings_of(spec)
+        return run_settings(seed=self.seed, cost_mode=self.cost_mode, latency_dist=self.latency_dist,
+                            prices=self.prices, default_price_model=self.default_price_model, mcpp=self.mcpp,
+                            further=self.further, planning=self.planning, execution_rules=self.execution_rules,
+                            methods=self.methods)
 
 
 def resolve_surface(env=None) -> tuple[SurfaceConfig, object]:
@@ -233,12 +228,10 @@ def resolve_surface(env=None) -> tuple[SurfaceConfig, object]:
         budgets = parse_axis(budgets_text, "SURFACE_BUDGETS")
     from simulator.methods import resolve_methods
 
-    resolve_methods(v["SURFACE_METHODS"], "SURFACE_METHODS (environment)")  # refused under its own name
-    env["METHOD_SET"] = v["SURFACE_METHODS"]  # the methods' names and variants follow the grid's rules
-    env.pop("BUDGET_DEADLINE_VALUES_MAP", None)
-    env.setdefault("BUDGET_VALUES", "1")  # the grid's axes are not used: absolute, so no nominal scale is needed
-    env.setdefault("DEADLINE_VALUES", "1")
-    cfg = resolve_config(env)
+    # the methods' names and variants follow the grid's rules, refused under their own name; the job has no grid
+    # (its axes are its own), so no nominal scale is needed to prepare it
+    cfg = resolve_config(env, methods=resolve_methods(v["SURFACE_METHODS"], "SURFACE_METHODS (environment)"),
+                         grid=False)
     if not budgets_text:
         if cfg.cost_mode == "output_money_cost_mean":
             budgets = parse_axis(MONEY_BUDGETS, "SURFACE_BUDGETS")

@@ -6,7 +6,7 @@ while the other core idles. A second process can compile the other part:
 numba's cache (``NUMBA_CACHE_DIR``, or ``__pycache__`` next to the sources)
 is shared by every process, and its files are written atomically. This
 module is the mechanism; what the helper compiles for ``python -m simulator
-simulate`` is :mod:`simulator.prewarm_groups`.
+simulate`` is :mod:`simulator.cli.prewarm_groups`.
 
 * :func:`launch` starts the helper (before the run's own imports);
 * :func:`attached` hooks the cache lookup of the kernels the helper

@@ -9,21 +9,14 @@ share them without importing each other.
 from __future__ import annotations
 
 import argparse
-import math
 
 from simulator.base import cliargs
 from simulator.base.errors import ConfigError
-from simulator.base.settings import (
-    check_budget,
-    check_deadline,
-    check_mcpp_model_names,
-    check_ratio,
-    check_seed,
-    check_trials,
-)
+from simulator.base.settings import check_mcpp_model_names, check_seed, check_trials
 from simulator.costs.arrays import LATENCY_DISTS, CostSetting
 from simulator.costs.charges import COST_MODE_ALIASES, COST_MODES, load_price_table
-from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.costs.limits import FLAGS_DEST as LIMIT_FLAGS
+from simulator.costs.limits import limits_from_args
 from simulator.pools.pool import Pool, load_pool
 
 
@@ -42,16 +35,6 @@ def add_pool_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seed", default="42", help="run seed (keyed randomness), an integer >= 0")
 
 
-def add_budget_deadline_arguments(ap: argparse.ArgumentParser) -> None:
-    """--budget/--budget-ratio and --deadline/--deadline-ratio, parsed by :func:`check_common_args`."""
-    b = ap.add_mutually_exclusive_group(required=True)
-    b.add_argument("--budget", help="absolute budget (unit of the cost mode), a finite number > 0")
-    b.add_argument("--budget-ratio", help="multiple of the nominal budget")
-    d = ap.add_mutually_exclusive_group(required=True)
-    d.add_argument("--deadline", help="absolute deadline in seconds ('inf' allowed)")
-    d.add_argument("--deadline-ratio", help="multiple of the nominal deadline")
-
-
 def check_common_args(args: argparse.Namespace) -> argparse.Namespace:
     """Parse the shared flags with the rules of :mod:`simulator.base.settings` (the harness uses the same ones).
 
@@ -60,11 +43,10 @@ def check_common_args(args: argparse.Namespace) -> argparse.Namespace:
     harness. Call it right after ``parse_args``, before the pool is read.
     """
     args.seed = check_seed(args.seed, "--seed", "flag")
-    for name, check in (("budget", check_budget), ("deadline", check_deadline),
-                        ("budget_ratio", check_ratio), ("deadline_ratio", check_ratio),
-                        ("trials", check_trials)):  # fmt: skip
-        if getattr(args, name, None) is not None:
-            setattr(args, name, check(getattr(args, name), "--" + name.replace("_", "-"), "flag"))
+    if getattr(args, LIMIT_FLAGS, None) is not None:
+        limits_from_args(args)  # a bad budget or deadline is refused here, before the pool is read
+    if getattr(args, "trials", None) is not None:
+        args.trials = check_trials(args.trials, "--trials", "flag")
     return args
 
 
@@ -89,18 +71,3 @@ def load_pool_and_dag(args: argparse.Namespace) -> tuple[Pool, int]:
     if not (0 <= args.dag < len(pool)):
         raise ConfigError(f"{args.pool}: --dag {args.dag} does not exist (the pool has {len(pool)} DAGs)")
     return pool, args.dag
-
-
-def resolve_budget_deadline(args, arr, where: str) -> tuple[float, float]:
-    """Absolute (budget, deadline) from absolute or ratio flags (checked by :func:`check_common_args`)."""
-    from simulator.costs.nominal import scale_by_ratio
-
-    budget = args.budget if args.budget is not None else scale_by_ratio(
-        args.budget_ratio, nominal_budget(arr, where), "budget", "--budget-ratio", where)
-    deadline = args.deadline if args.deadline is not None else scale_by_ratio(
-        args.deadline_ratio, nominal_deadline(arr, where), "deadline", "--deadline-ratio", where)
-    if not (math.isfinite(budget) and budget > 0):  # ratio x nominal: a DAG of free attempts has nominal 0
-        raise ConfigError(f"{where}the budget must be a finite number > 0, got {budget}")
-    if not (deadline > 0):
-        raise ConfigError(f"{where}the deadline must be > 0, got {deadline}")
-    return float(budget), float(deadline)

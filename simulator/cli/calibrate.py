@@ -16,6 +16,7 @@ estimate (``ECE raw: x  calibrated: y``: the bins' size-weighted mean
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -26,13 +27,13 @@ from simulator.base.errors import ConfigError
 from simulator.base.validation import check_int
 from simulator.cli.args import add_pool_arguments, check_common_args, cost_setting_from_args
 from simulator.costs.arrays import dag_arrays
-from simulator.costs.nominal import nominal_budget, nominal_deadline
+from simulator.costs.limits import Limits
 from simulator.engine.live_episode import CALIBRATION_SEED_OFFSET
 from simulator.engine.registry import EXECUTION_RULES, PUBLISHED
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args, resolve_params
 from simulator.methods import canonical_method, method_spec
 from simulator.pools.pool import load_pool
-from simulator.simulate import simulate_method
+from simulator.simulate import SimSpec, simulate_run
 
 BINS = 10
 
@@ -88,12 +89,12 @@ def _cell(pool, d: int, rb: float, rd: float, trials: int, method: str, seed: in
     arr = dag_arrays(pool, d, setting)
     st = pool[d]
     where = f"DAG {d} ({st.problem_id}): "
-    B, D = rb * nominal_budget(arr, where), rd * nominal_deadline(arr, where)
-    run = (params, None, None, st.model_ids)
-    real = simulate_method(arr, method, B, D, list(range(trials)), seed, int(st.index), *run,
-                           execution_rules=execution_rules)
-    calib = simulate_method(arr, method, B, D, list(range(trials)), seed + CALIBRATION_SEED_OFFSET,
-                            int(st.index), *run, execution_rules=execution_rules)
+    B, D = Limits.ratios(rb, rd).resolve(arr, where)
+    spec = SimSpec(budget=B, deadline=D, trials=list(range(trials)), seed=seed, dag=int(st.index),
+                   rules=execution_rules)
+    real = simulate_run(arr, method, spec, params=params, model_names=st.model_ids)
+    calib = simulate_run(arr, method, dataclasses.replace(spec, seed=seed + CALIBRATION_SEED_OFFSET), params=params,
+                         model_names=st.model_ids)
     first = [g.get("mc_portfolio_best_score_first") for g in real.diagnostics]
     first = [x for x in first if x is not None]
     return {"dag": d, "problem_id": st.problem_id, "budget_ratio": rb, "deadline_ratio": rd,

@@ -24,15 +24,14 @@ from simulator.base import cliargs
 from simulator.base.errors import cli_entry
 from simulator.base.io_utils import dumps_strict
 from simulator.cli.args import (
-    add_budget_deadline_arguments,
     add_pool_arguments,
     check_common_args,
     check_mcpp_models,
     cost_setting_from_args,
     load_pool_and_dag,
-    resolve_budget_deadline,
 )
 from simulator.costs.arrays import CostSetting, DagArrays, dag_arrays
+from simulator.costs.limits import MODEL_SECONDS, add_limit_arguments, resolve_limits
 from simulator.costs.modes import cost_unit
 from simulator.engine.registry import EXECUTION_RULES, Execution, MethodSpec, execution_of
 from simulator.mcpp.params import add_mcpp_arguments, mcpp_params_from_args
@@ -93,7 +92,7 @@ class SimulateRun(NamedTuple):
 def _simulate(run: SimulateRun) -> dict:
     """Run the trials of ``simulate`` and return the result object it prints."""
     from simulator.engine.summary import summarize_trials
-    from simulator.simulate import simulate_baseline, simulate_method
+    from simulator.simulate import SimSpec, simulate_baseline, simulate_run
 
     args, spec, ex, pool, i, params, setting, arr, budget, deadline = run
 
@@ -112,9 +111,10 @@ def _simulate(run: SimulateRun) -> dict:
 
         with tqdm(total=args.trials, desc=args.method, disable=args.json or None, file=sys.stderr) as bar:
             def run_chunk(trials):
-                return simulate_method(arr, args.method, budget, deadline, trials, args.seed, dag_key, params,
-                                       model_names=pool[i].model_ids, progress=bar.update,
-                                       execution_rules=args.execution_rules)
+                spec = SimSpec(budget=budget, deadline=deadline, trials=trials, seed=args.seed, dag=dag_key,
+                               rules=args.execution_rules)
+                return simulate_run(arr, args.method, spec, params=params, model_names=pool[i].model_ids,
+                                    progress=bar.update)
 
             summary = summarize_trials(run_chunk, args.trials, deadline)
     stats = summary.result()
@@ -139,7 +139,7 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
         description="On-time completion probability of one method on one DAG.",
     )
     add_pool_arguments(ap)
-    add_budget_deadline_arguments(ap)
+    add_limit_arguments(ap, deadline_unit=MODEL_SECONDS)  # 'inf' allowed: no deadline
     ap.add_argument(
         "--method", default="sequential",
         help=f"one method: MCPP (also mcpp; recorded as mc_portfolio_rollout) or a baseline "
@@ -168,13 +168,13 @@ def parse_simulate(argv: Sequence[str]) -> SimulateRun:
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     where = f"{args.pool}: DAG {i} (problem {pool[i].problem_id!r}): "
-    budget, deadline = resolve_budget_deadline(args, arr, where)
+    budget, deadline = resolve_limits(args, arr, where)
     return SimulateRun(args, spec, ex, pool, i, params, setting, arr, budget, deadline)
 
 
 def cmd_simulate(argv: Sequence[str]) -> int:
-    from simulator import prewarm_groups
     from simulator.base import prewarm
+    from simulator.cli import prewarm_groups
 
     run = parse_simulate(argv)
     args, budget, deadline, pool, i = run.args, run.budget, run.deadline, run.pool, run.i
@@ -195,8 +195,8 @@ def cmd_simulate(argv: Sequence[str]) -> int:
 
 
 def cmd_prewarm(argv: Sequence[str]) -> int:
-    """The cold-start helper of ``simulate ARGV`` (hidden; simulator/prewarm_groups.py): compile, print nothing."""
-    from simulator.prewarm_groups import warm
+    """The cold-start helper of ``simulate ARGV`` (hidden; simulator/cli/prewarm_groups.py): compile, print nothing."""
+    from simulator.cli.prewarm_groups import warm
 
     run = parse_simulate(argv)
     warm(run.args.method, run.spec, run.ex, run.params, run.pool[run.i].model_ids)

@@ -26,15 +26,14 @@ from simulator.base.scoring import wilson_interval
 from simulator.base.settings import check_budget, check_deadline, check_ratio
 from simulator.base.validation import check_distinct, check_output_dir
 from simulator.cli.args import (
-    add_budget_deadline_arguments,
     add_pool_arguments,
     check_common_args,
     check_mcpp_models,
     cost_setting_from_args,
     load_pool_and_dag,
-    resolve_budget_deadline,
 )
 from simulator.costs.arrays import dag_arrays
+from simulator.costs.limits import DEADLINE, MODEL_SECONDS, RATIO, Limit, add_limit_arguments, resolve_limits
 from simulator.costs.modes import cost_unit
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.registry import ATOMIC, EXECUTION_RULES, PUBLISHED, execution_of
@@ -48,7 +47,7 @@ def plan_main(argv: Sequence[str]) -> int:
         prog="python -m simulator plan", description="MCPP's first decision on one DAG and its estimate."
     )
     add_pool_arguments(ap)
-    add_budget_deadline_arguments(ap)
+    add_limit_arguments(ap, deadline_unit=MODEL_SECONDS)  # 'inf' allowed: no deadline
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     add_rules_argument(ap)
     add_mcpp_arguments(ap)
@@ -63,7 +62,7 @@ def plan_main(argv: Sequence[str]) -> int:
     setting = cost_setting_from_args(args)
     arr = dag_arrays(pool, i, setting)
     stats = pool[i]
-    budget, deadline = resolve_budget_deadline(args, arr, f"{args.pool}: DAG {i}: ")
+    budget, deadline = resolve_limits(args, arr, f"{args.pool}: DAG {i}: ")
     res = plan(stats, budget, deadline, params=params, cost=setting, seed=args.seed)
     out = {
         "dag": i,
@@ -142,13 +141,11 @@ def _parse_axis(values, ratios, what: str, check_value) -> tuple[list[float] | N
 
 
 def _realize_axis(values, ratios, nominal, what: str, where: str = "") -> list[float]:
-    from simulator.costs.nominal import scale_by_ratio
-
     if values is not None:
         out = list(values)
-    else:
-        scale = nominal()
-        out = [scale_by_ratio(r, scale, what, f"--{what}-ratios", where) for r in ratios]
+    else:  # each ratio by the one rule (simulator.costs.limits), the DAG's nominal computed once
+        scale, unit = nominal(), (MODEL_SECONDS if what == DEADLINE else None)
+        out = [Limit(what, r, RATIO, unit, name=f"--{what}-ratios").of_nominal(scale, where) for r in ratios]
     if what == "budget" and not all(math.isfinite(x) and x > 0 for x in out):
         raise ConfigError(f"the budgets must be finite numbers > 0, got {out}")
     if what == "deadline" and not all(x > 0 for x in out):

@@ -7,6 +7,10 @@ A node with p_v = 0 makes both infinite: that is refused with a message
 naming the DAG and the node (the original silently produced ~1e9). So is a
 DAG whose scales overflow (p_v so small, or costs/latencies so large, that
 the nominal budget or deadline is not a finite float).
+
+:func:`scale_by_ratio` is the one rule of a ratio (a limit given as a
+multiple of a nominal scale); every front door reaches it through
+:class:`simulator.costs.limits.Limit`.
 """
 
 from __future__ import annotations

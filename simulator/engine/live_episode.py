@@ -19,18 +19,16 @@ import numpy as np
 
 from simulator.base.rng import fold
 from simulator.costs.arrays import DagArrays
-from simulator.engine.live_rules import (
+from simulator.engine.live_core import (
     END,
     LAUNCH,
-    OVERDUE_S,
-    Residuals,
-    atomic_admission,
-    atomic_reservation,
-    attempt_reservation,
-    capped_charge,
-    charge_ceilings,
-    reservation_unit,
+    STALL,
+    admit_atomic,
+    admit_attempts,
+    atomic_shares,
+    launch_order,
 )
+from simulator.engine.live_rules import OVERDUE_S, Residuals, capped_charge, charge_ceilings, reservation_unit
 from simulator.engine.loop import (
     BUDGET_EXHAUSTED,
     BUDGET_LEFT,
@@ -267,48 +265,39 @@ def _start(arr, st, batches, v: int, j: int, reservations: np.ndarray) -> None:
 
 
 def launch_atomic_live(arr, st, tables: LiveRulesArrays, batches, ready, models, counts) -> bool:
-    """The atomic launch under live rules; True when the episode ended (``stalled`` or ``budget_exhausted``)."""
-    expected = 0.0
-    for v in ready:
-        j = int(models[v])
-        if counts[v] < 1 or j < 0 or not arr.available[v, j]:
-            st.cnt[REASON] = STALLED
-            return True
-        expected += int(counts[v]) * float(arr.kappa[v, j])
+    """The atomic launch under live rules (:func:`simulator.engine.live_core.admit_atomic`); True when the
+    episode ended (``stalled`` or ``budget_exhausted``)."""
     left = float(st.scal[BUDGET_LEFT])
-    what = atomic_admission(expected, left, int(st.cnt[N_INFLIGHT]))
-    if what == END:
-        st.cnt[REASON] = BUDGET_EXHAUSTED
+    adm = admit_atomic(ready, models, counts, lambda v, j: bool(arr.available[v, j]),
+                       lambda v, j: float(arr.kappa[v, j]), left, int(st.cnt[N_INFLIGHT]))
+    if adm.what in (STALL, END):
+        st.cnt[REASON] = STALLED if adm.what == STALL else BUDGET_EXHAUSTED
         return True
-    if what != LAUNCH:  # waits for a batch in flight to end
+    if adm.what != LAUNCH:  # waits for a batch in flight to end
         return False
-    for v in ready:
-        j = int(models[v])
-        r = atomic_reservation(float(arr.kappa[v, j]), expected, left, float(tables.ceiling[v, j]), tables.unit)
-        _start(arr, st, batches, int(v), j, np.full(int(counts[v]), r))
+    for v, j, k, r in atomic_shares(adm, left, lambda v, j: float(tables.ceiling[v, j]), tables.unit):
+        _start(arr, st, batches, v, j, np.full(k, r))
     return False
 
 
 def launch_per_attempt_live(arr, st, tables: LiveRulesArrays, batches, ready, models, counts, cap) -> None:
-    """The per-attempt launch under live rules: nodes by decreasing count, ties to the higher node id."""
-    order = sorted((int(v) for v in ready if counts[v] > 0), key=lambda v: (-int(counts[v]), -int(arr.node_ids[v])))
-    for v in order:
+    """The per-attempt launch under live rules (:func:`simulator.engine.live_core.admit_attempts`)."""
+    for v in launch_order(ready, counts, arr.node_ids):
         j = int(models[v])
         if j < 0 or not arr.available[v, j]:
             continue
         res: list[float] = []
-        left = float(st.scal[BUDGET_LEFT])
-        committed = float(st.nf[NODE_COST, v])
-        refused = False
-        for _ in range(int(counts[v])):
-            room = min(left, cap[v] - committed)
-            r = attempt_reservation(float(arr.kappa[v, j]), room, float(tables.ceiling[v, j]), tables.unit)
-            if r < 0:
-                refused = True
-                break
+        book = [float(st.scal[BUDGET_LEFT]), float(st.nf[NODE_COST, v])]  # budget left, node's committed cost
+        refused: list[bool] = []
+
+        def take(r: float, res: list = res, book: list = book) -> bool:
             res.append(r)
-            left -= r
-            committed += r
+            book[0] -= r
+            book[1] += r
+            return True
+
+        admit_attempts(int(counts[v]), float(arr.kappa[v, j]), lambda v=v, book=book: min(book[0], cap[v] - book[1]),
+                       float(tables.ceiling[v, j]), tables.unit, take, lambda refused=refused: refused.append(True))
         if res:
             _start(arr, st, batches, v, j, np.asarray(res))
         if refused:

@@ -249,6 +249,61 @@ def _latency(kind, c0, c1, key):
     return max(x, 1e-3)
 
 
+#: relative margin of :func:`fits_surely_threshold` (far beyond the few roundings of a latency draw)
+SCREEN_MARGIN = 1e-6
+
+
+@compiled_only
+def fits_surely_threshold(kind, c0, c1, room, log_room):
+    """The least first normal uniform u1 with which a draw of :func:`_latency` certainly ends within ``room``.
+
+    The normal is Box-Muller's sqrt(-2 ln u1) cos(2 pi u2) (:func:`simulator.base.rng.normal`), never above
+    sqrt(-2 ln u1); a lognormal draw is exp(c0 + c1 z), a Gaussian one c0 + c1 z (c1 > 0), both floored
+    at 1e-3 (``room`` >= 1e-3 here). So u1 >= exp(-zcut^2 / 2), with zcut the largest z that fits
+    less a margin far beyond the roundings of the draw, means the latency is at most ``room`` without
+    drawing it. Returns 2.0 (no uniform reaches it) when no such z is positive.
+    """
+    if kind == LAT_LOGNORMAL:
+        zcut = (log_room - c0) / c1 - SCREEN_MARGIN * (1.0 + abs(log_room) + abs(c0)) / c1
+    else:
+        zcut = (room - c0) / c1 - SCREEN_MARGIN * (1.0 + abs(room) + abs(c0)) / c1
+    if not zcut > 0.0:
+        return 2.0
+    return np.exp(-0.5 * zcut * zcut) * (1.0 + SCREEN_MARGIN)
+
+
+@compiled_only
+def batch_max_latency(kind, c0, c1, k, bkey):
+    """The largest latency of the k parametric attempts of a batch (keys ``bkey + a * GOLDEN``), exactly.
+
+    Equal to the largest :func:`_latency` of the k attempts, without drawing most of them: the
+    attempt with the least first normal uniform is drawn, and then only the attempts whose first
+    uniform is below :func:`fits_surely_threshold` at that latency (the others are certainly not
+    above it). Lognormal and Gaussian laws (a fixed latency is its constant).
+    """
+    if kind == LAT_FIXED:
+        return c0
+    a_min = 0
+    u_min = 2.0
+    for a in range(k):
+        u1 = uniform(bkey + uint64(a) * GOLDEN, 1)
+        if u1 < u_min:
+            u_min = u1
+            a_min = a
+    end = _latency(kind, c0, c1, bkey + uint64(a_min) * GOLDEN)
+    thr = fits_surely_threshold(kind, c0, c1, end, np.log(end))
+    for a in range(k):
+        if a == a_min:
+            continue
+        akey = bkey + uint64(a) * GOLDEN
+        if uniform(akey, 1) >= thr:
+            continue
+        lat = _latency(kind, c0, c1, akey)
+        if lat > end:
+            end = lat
+    return end
+
+
 def plan_bounds(arr) -> PlanBounds:
     """The pruning bounds and parametric latency constants of a DAG's planning statistics (once per episode)."""
     min_charge, min_lat = attempt_bounds(arr)
@@ -378,7 +433,7 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
 @njit(cache=True, nogil=True)
 def pair_scratch(n, K=0):
     """:func:`run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
-    return (np.empty((9, max(n, K)), dtype=np.int64), np.empty((2, n), dtype=np.float64),
+    return (np.empty((9, max(n, K)), dtype=np.int64), np.empty((4, n), dtype=np.float64),
             np.empty((3, n), dtype=np.bool_))  # fmt: skip
 
 
@@ -491,7 +546,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         and their best counts so far: the pair stops (-1) once no cell can
         reach more than its best, counting each success in every cell that
         may admit it. Empty: only ``min_wins``.
-    work_i, work_f, work_b : int64 (8 + K, max(n, K)), float64 (2, n), bool (3, n)
+    work_i, work_f, work_b : int64 (8 + K, max(n, K)), float64 (4, n), bool (3, n)
         Scratch (:func:`pair_scratch`), overwritten.
 
     Returns
@@ -511,6 +566,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     inf_nrem, inf_already = dec.inf_nrem, dec.inf_already
     prune, max_steps = dec.prune, dec.max_steps
     per_attempt = dec.per_attempt
+    screen = not per_attempt and not dec.live  # the latency screen (exact only where a late attempt ends it)
     live, ceiling, unit, kappa = dec.live, dec.ceiling, dec.unit, arr.kappa
     act_model = dec.cand_model[c]  # (R,) the candidate's model per ready node
     act_count = dec.cand_count[c]
@@ -564,6 +620,10 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     n_par = work_i[7]
     batch_end = work_f[0]  # end time of the node's batch in flight
     extra = work_f[1]  # live rules: what a batch in flight holds beyond its charges
+    thr_room = work_f[2]  # the screen's threshold of the candidate's node r, and the room it was made for
+    thr_val = work_f[3]
+    for r in range(R):
+        thr_room[r] = np.nan
     n_completed0 = 0
     for v in range(n):
         if completed0[v]:
@@ -653,9 +713,63 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                         for r in range(n_new):
                             new_ready[r] = sel_u[r]
                         n_wait = n_new
+                room_t = horizon - t
+                if screen:
+                    # A latency beyond a node's time left ends the simulation, whichever check would
+                    # have ended it first: look for one cheaply before drawing the batches. Each node's
+                    # time left is the loop's below, or larger where the costs before it depend on draws
+                    # (rows or latency charges: the last one known is kept, room only shrinks). An
+                    # attempt whose first normal uniform reaches :func:`fits_surely_threshold` certainly
+                    # fits; only the others are drawn in full.
+                    room_s = room_t
+                    cost_s = 0.0  # the launch's charges before node r, while they are draw-free
+                    need_s = need
+                    known = True
+                    for r in range(n_new):
+                        u = sel_u[r]
+                        j = sel_j[r]
+                        k = sel_k[r]
+                        kr = u * m + j
+                        param = row_ptr[kr + 1] == row_ptr[kr]
+                        if stair and known:  # _stair_caps' horizon, at a cost never above the loop's
+                            i_s = first_at_least(stair_b, (spent + cost_s + need_s) * (1.0 - SCREEN_MARGIN))
+                            cap_h = stair_h[i_s, level] if i_s < stair_b.shape[0] else -np.inf
+                            if cap_h - t < room_s:
+                                room_s = cap_h - t
+                        if not room_s >= 1e-3:
+                            break  # the loop's own checks end it
+                        kind = lat_kind[u, j]
+                        if param and room_s < np.inf and (kind == LAT_LOGNORMAL or kind == LAT_GAUSSIAN):
+                            if first and thr_room[r] == room_s:  # the same for most simulations of the pair
+                                thr = thr_val[r]
+                            else:
+                                thr = fits_surely_threshold(kind, lat_c0[u, j], lat_c1[u, j], room_s, np.log(room_s))
+                                if first:
+                                    thr_room[r] = room_s
+                                    thr_val[r] = thr
+                            bkey = _batch_key(sim_key, u, batch_no[u])
+                            for a in range(k):
+                                akey = bkey + uint64(a) * GOLDEN
+                                if uniform(akey, 1) >= thr:
+                                    continue
+                                if _latency(kind, lat_c0[u, j], lat_c1[u, j], akey) > room_s:
+                                    alive = False
+                                    break
+                            if not alive:
+                                break
+                        if not param or cil:
+                            known = False
+                        else:
+                            cb_s = 0.0
+                            for _a in range(k):  # the loop's sum, in its order
+                                cb_s += tmpl_charge[u, j]
+                            cost_s += cb_s
+                        if prune and batch_no[u] == 1 and not busy[u]:
+                            need_s -= mem_k * min_charge[u, mem_model]
+                    if not alive:
+                        break
                 cost = 0.0  # what the launch takes from the budget left (live: its reservations)
                 charged = 0.0  # what it charges
-                room_t = horizon - t
                 for r in range(n_new if launch else 0):
                     u = sel_u[r]
                     j = sel_j[r]
@@ -684,7 +798,25 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                     end = 0.0
                     cb = 0.0
                     sb = False
-                    for a in range(k):
+                    kind = lat_kind[u, j]
+                    if screen and not cil and hi == lo and k > 1 and kind != LAT_GAMMA:
+                        # the loop below, in a few draws: dead when its charges (fixed: summed in the
+                        # loop's order) exceed room_b or its largest latency room_t, whichever attempt
+                        # would have shown it first; else the largest latency and any success
+                        for _a in range(k):
+                            cb += tmpl_charge[u, j]
+                        if cb > room_b:
+                            alive = False
+                        else:
+                            end = batch_max_latency(kind, lat_c0[u, j], lat_c1[u, j], k, bkey)
+                            if end > room_t:
+                                alive = False
+                            else:
+                                for a in range(k):
+                                    if uniform(bkey + uint64(a) * GOLDEN, 0) < p[u, j]:
+                                        sb = True
+                                        break
+                    for a in range(0 if screen and not cil and hi == lo and k > 1 and kind != LAT_GAMMA else k):
                         akey = bkey + uint64(a) * GOLDEN
                         if hi > lo:
                             ri = _row_of(akey, lo, hi)

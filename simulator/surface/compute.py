@@ -29,7 +29,7 @@ from simulator.costs.arrays import dag_arrays
 from simulator.engine.registry import ATOMIC, HARD, execution_of
 from simulator.mcpp.policy import MCPortfolioPolicy
 from simulator.methods import method_spec
-from simulator.simulate import RunSettings, planning_arrays, policy_for, simulate_method
+from simulator.simulate import RunSettings, SimSpec, planning_arrays, policy_for, simulate_run
 from simulator.surface.tree import mcpp_trial_cells
 
 TREE, PER_BUDGET, PER_CELL = "tree", "per_budget", "per_cell"
@@ -115,10 +115,15 @@ def method_surface(
                 progress(nb * nd)
         info.update(tree_stats)
     else:
-        run = (settings.seed, dag, params, plan, stats.model_ids)
+        run = {"params": params, "planning_arr": plan, "model_names": stats.model_ids}
+
+        def spec(B, D) -> SimSpec:
+            return SimSpec(budget=B, deadline=D, trials=trials, seed=settings.seed, dag=dag,
+                           rules=settings.execution_rules)
+
         for i, B in enumerate(budgets):
             if route == PER_BUDGET:
-                batch = simulate_method(arr, method, B, math.inf, trials, *run, execution_rules=settings.execution_rules)
+                batch = simulate_run(arr, method, spec(B, math.inf), **run)
                 for j, Dj in enumerate(D):
                     success[:, i, j] = batch.scored(float(Dj))[0]
                     cost[:, i, j] = batch.total_cost
@@ -126,7 +131,7 @@ def method_surface(
                     progress(nt * nd)
                 continue
             for j, Dj in enumerate(D):
-                batch = simulate_method(arr, method, B, float(Dj), trials, *run, execution_rules=settings.execution_rules)
+                batch = simulate_run(arr, method, spec(B, float(Dj)), **run)
                 success[:, i, j] = batch.on_time(float(Dj))
                 cost[:, i, j] = batch.total_cost
                 if progress is not None:

@@ -1,0 +1,89 @@
+"""The live executor's shell stays small (an AST check, beside the signature test), and its one way in.
+
+``LiveRun`` is the shell of a live run (the run loop, the clock, the trace;
+its HTTP side, decisions and launches in executor/sampling.py, deciding.py and launching.py) over the rules of
+:mod:`simulator.engine.live_core`; the ``request`` of its HTTP side (:class:`executor.sampling.SampleRequests`, one sample's tries) reads
+as a loop of named steps, the retry decision being
+:func:`executor.retry.next_step`. :func:`executor.live.open_run` is an async
+context manager: leaving its block by any path cancels what the run still
+has in flight, and the ledger holds nothing after it.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+
+from executor_helpers import nominal, workflow
+from test_layers import ROOT
+
+MAX_LIVERUN_LINES = 350
+MAX_REQUEST_LINES = 60
+
+
+def _sizes(module: str, name: str) -> tuple[int, dict[str, int]]:
+    tree = ast.parse((ROOT / "executor" / module).read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    return cls.end_lineno - cls.lineno + 1, {f.name: f.end_lineno - f.lineno + 1 for f in cls.body
+                                             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_request_is_a_short_loop_of_named_steps():
+    _, methods = _sizes("sampling.py", "SampleRequests")
+    assert methods["request"] < MAX_REQUEST_LINES, methods["request"]
+
+
+def test_liverun_is_a_small_shell():
+    lines, _ = _sizes("live.py", "LiveRun")
+    assert lines < MAX_LIVERUN_LINES, lines
+
+
+def test_leaving_open_run_early_cancels_what_is_in_flight():
+    """A caller that gives up mid-run (here: leaves the block while samples are on the wire) leaves nothing
+    running and nothing reserved: the old ``open_run`` returned a bare run, and its samples ran on."""
+    from executor.agree import http_client
+    from executor.clock import Clock
+    from executor.live import RunSpec, open_run
+    from executor.trace import Trace
+    from executor.world import World
+
+    pool, wf = workflow()
+    B, D = nominal(wf)
+
+    async def go():
+        world = World(pool, seed=1, clock=Clock(0.05), tasks={wf.dag_row: wf.tasks})
+        await world.start()
+        tr = Trace(None)
+        spec = RunSpec(budget=2 * B, deadline=50 * D)
+        try:
+            async with http_client() as http, open_run(wf, {e.model_id: e for e in world.endpoints()}, "sequential",
+                                                       spec, http=http, clock=world.clock, trace=tr) as run:
+                task = asyncio.ensure_future(run.run())
+                while world.stats.in_flight == 0:
+                    await asyncio.sleep(0.005)
+            samples = [s for b in run.batches.values() for s in b.samples]  # the block was left mid-run
+            assert samples and all(s.task.done() for s in samples)
+            assert run.ledger.reserved == 0.0
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return tr.events
+        finally:
+            await world.stop()
+
+    events = asyncio.run(go())
+    assert any(e["event"] == "request" and e["status"] == "cancelled" for e in events), [(e["event"], e.get("status")) for e in events]
+
+
+def test_a_runs_result_carries_its_report(tmp_path):
+    """One result shape: the report ``executor run`` prints is the run's own result, equal to the trace's."""
+    from executor_helpers import run_one
+
+    from executor.trace import read_trace, summarize
+
+    pool, wf = workflow()
+    B, D = nominal(wf)
+    path = tmp_path / "t.jsonl"
+    res, _, tr = run_one(wf, pool, "sequential", 2 * B, 2 * D, scale=0.02, trace=str(path))
+    events, torn = read_trace(path)
+    assert res.summary == summarize(events, torn)
+    assert res.summary["termination"] == res.termination
