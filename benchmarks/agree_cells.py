@@ -251,7 +251,8 @@ def twin_cells(args: argparse.Namespace) -> str:
     a fraction of a live one (no HTTP), the baselines' (compiled) almost nothing.
     """
     from executor.agree import compare, simulated_side
-    from executor.inputs import budget_and_deadline, load_dag, make_workflow
+    from executor.inputs import load_dag, make_workflow
+    from simulator.costs.limits import Limits
 
     pool, row = load_dag(POOL, args.dag)
     wf = make_workflow(pool, row, POOL, None, "", None, "token_cost_mean")
@@ -262,9 +263,7 @@ def twin_cells(args: argparse.Namespace) -> str:
         for method in args.methods:
             for b in BUDGETS:
                 for d in DEADLINES:
-                    ratios = argparse.Namespace(budget=None, budget_ratio=float(b), deadline=None,
-                                                deadline_ratio=float(d))  # fmt: skip
-                    budget, deadline = budget_and_deadline(ratios, wf, 1.0)
+                    budget, deadline = Limits.ratios(float(b), float(d)).resolve(wf.arr, f"{wf.source}: ")
                     sim = simulated_side(wf, method, budget, deadline, args.runs, s, None)
                     r = compare(twin_side(wf, method, budget, deadline, args.runs, s, s + 1), sim, 2.0)
                     rows.append({"method": method, "budget_ratio": b, "deadline_ratio": d,
