@@ -254,7 +254,9 @@ def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 
                params: dict[str, Any] | None = None) -> dict[str, Any]:
     """MCPP's simulated on-time rate from the learned pool against the world pool's, at budget and deadline
     ratios ``cells`` (of the world pool's nominal scales), with the learned pool's own sampling error from a
-    bootstrap over runs (traces resampled with replacement, the pool rebuilt, MCPP simulated again)."""
+    bootstrap over runs (traces resampled with replacement, the pool rebuilt, MCPP simulated again). The world
+    pool's episodes are seeded by the replication (``11 + 100 seed``: 11 for seed 0), so that the replications'
+    z-scores are independent (one world simulation shared by all would lend its luck to every one)."""
     from simulator.costs.arrays import CostSetting, build_arrays
     from simulator.costs.nominal import nominal_budget, nominal_deadline
 
@@ -270,7 +272,7 @@ def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 
     out = []
     for rb, rd in cells:
         b, d = rb * b0, rd * d0
-        world = _on_time(raw, b, d, trials, 11, params)
+        world = _on_time(raw, b, d, trials, 11 + 100 * seed, params)
         mine = _on_time(learned, b, d, trials, 12, params)
         rates = [_on_time(x, b, d, trials, 12, params) for x in boots]
         se_boot = float(np.std(rates, ddof=1))
@@ -280,16 +282,49 @@ def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 
                     "bootstrap_rates": rates})
         print(f"end to end: budget {rb} deadline {rd}: world {world:.3f}, learned {mine:.3f}, "
               f"bootstrap sd {se_boot:.3f}, z {out[-1]['z']:+.2f}", flush=True)
-    return {"seed": seed, "per_pair": per_pair, "boot": boot, "trials": trials, "params": params,
-            "runs": len(ids), "cells": out}
+    return {"seed": seed, "world_seed": 11 + 100 * seed, "per_pair": per_pair, "boot": boot, "trials": trials,
+            "params": params, "runs": len(ids), "cells": out}
+
+
+def logit(rate: float, n: int) -> float:
+    """The empirical logit of a rate of ``n`` episodes, log((k + 1/2) / (n - k + 1/2)) with k = rate n: finite at
+    0 and 1."""
+    k = rate * n
+    return math.log((k + 0.5) / (n - k + 0.5))
+
+
+def logit_var(rate: float, n: int) -> float:
+    """The binomial variance of :func:`logit` (1/(k + 1/2) + 1/(n - k + 1/2), about 1 / (n p (1 - p)))."""
+    k = rate * n
+    return 1.0 / (k + 0.5) + 1.0 / (n - k + 0.5)
+
+
+def quote_z(quoted: float, quote_trials: int, live: float, runs: int, boot_rates: list[float],
+            boot_trials: int) -> dict[str, float]:
+    """The quote check's z, on the logit scale: (logit(live) - logit(quoted)) / SE, SE^2 = the variance of the
+    bootstrap rates' logits (the learned pool's own sampling error at the quoted budget) + the live runs' and
+    the quote's binomial variances of a logit.
+
+    Why the logit scale: a pool error moves the rate-against-budget curve sideways, which changes the rate
+    by about (its slope) x (the shift): little near 0 or 1, most in the middle; on the logit scale that change
+    is about the same wherever the rate lies (measured: benchmarks/README.md). A bootstrap around a learned
+    pool that is too optimistic (its rate at the quoted budget near the ceiling) then no longer understates
+    the error of the truth's rate, which lies lower, where the curve is steeper."""
+    lb = np.array([logit(r, boot_trials) for r in boot_rates])
+    var_boot = float(lb.var(ddof=1)) if len(lb) > 1 else 0.0
+    se = math.sqrt(var_boot + logit_var(live, runs) + logit_var(quoted, quote_trials))
+    return {"z": (logit(live, runs) - logit(quoted, quote_trials)) / se, "se_logit": se,
+            "sd_bootstrap_logit": math.sqrt(var_boot)}
 
 
 def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: float = 0.8,
-                deadline_ratio: float = 1.5, method: str = "sequential", boot: int = 10) -> dict[str, Any]:
+                deadline_ratio: float = 1.5, method: str = "sequential", boot: int = 40) -> dict[str, Any]:
     """``quote`` from the learned pool against the on-time rate of ``runs`` live runs at the quoted budget: the
     runs plan with the learned pool and meet the world (its true pool) on the virtual clock. The quote's error
     has three parts: the live runs' binomial SE, the quote's own (its simulated episodes) and the learned pool's
-    sampling error (a bootstrap over the exploration's runs: the quoted budget's rate on rebuilt pools)."""
+    sampling error (a bootstrap over the exploration's runs: the quoted budget's rate on ``boot`` rebuilt pools,
+    every one on the same episodes, seeded apart from the quote's own); compared on the logit scale
+    (:func:`quote_z`)."""
     from executor.quote import quote
     from simulator.costs.arrays import CostSetting, build_arrays
     from simulator.costs.nominal import nominal_deadline
@@ -308,7 +343,7 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     rates = []
     for obs in _resampled(list(c.obs), boot, seed):
         st = pool_from_objects([line_of(obs)], name="<boot>")[0]
-        spec = SimSpec(budget=q.budget, deadline=d, trials=list(range(runs)), seed=seed + 7, dag=0, rules=LIVE)
+        spec = SimSpec(budget=q.budget, deadline=d, trials=list(range(runs)), seed=seed + 11, dag=0, rules=LIVE)
         batch = simulate_run(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, spec,
                              model_names=st.model_ids)
         rates.append(float(np.mean(batch.scored(d)[0])))
@@ -318,12 +353,52 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     live = float(np.mean([r.on_time for r in results]))
     se_boot = float(np.std(rates, ddof=1))
     se = math.sqrt(se_boot ** 2 + live * (1 - live) / runs + q.rate * (1 - q.rate) / runs)
+    zl = quote_z(q.rate, runs, live, runs, rates, runs)
     out = {"method": method, "target": target, "deadline": d, "deadline_ratio": deadline_ratio,
            "quoted_budget": q.budget, "quoted_rate": q.rate, "live_runs": runs, "live_rate": live,
-           "se_bootstrap": se_boot, "se": se, "z": (live - q.rate) / se, "bootstrap_rates": rates,
-           "exploration_runs": len(ids)}
+           "se_bootstrap": se_boot, "se": se, "z_rate": (live - q.rate) / se, **zl, "bootstrap_rates": rates,
+           "boot": boot, "exploration_runs": len(ids)}
     print(f"quote check: {method}, quoted budget {q.budget:.6g} for {q.rate:.3f} on time; live {live:.3f} over "
-          f"{runs} runs; bootstrap sd {se_boot:.3f}; z {out['z']:+.2f}", flush=True)
+          f"{runs} runs; bootstrap sd {se_boot:.3f} (logit {zl['sd_bootstrap_logit']:.3f}); z {out['z']:+.2f}",
+          flush=True)
+    return out
+
+
+def quote_selection(seed: int = 0, per_pair: int = 30, requotes: int = 12, trials: int = 400,
+                    check_trials: int = 4000, target: float = 0.8, deadline_ratio: float = 1.5,
+                    method: str = "sequential") -> dict[str, Any]:
+    """The quote's own error on a fixed pool (the learned pool of exploration ``seed``): ``requotes`` quotes with
+    other seeds, each quoted budget's true rate on that pool estimated from ``check_trials`` fresh episodes. The
+    quoted budget is the cheapest whose ``trials`` simulated episodes reach the target, so its quoted rate leans
+    high (the winner's curse of a noisy threshold): ``bias`` is the mean of true - quoted, ``sd`` its spread."""
+    from executor.quote import quote
+    from simulator.costs.arrays import CostSetting, build_arrays
+    from simulator.costs.nominal import nominal_deadline
+    from simulator.engine.registry import LIVE
+    from simulator.simulate import SimSpec, simulate_run
+
+    pool, raw, wfile = _workflow()
+    d = deadline_ratio * nominal_deadline(build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean")))
+    c, line_of = _explored(raw, wfile, seed, per_pair)
+    lpool = pool_from_objects([line_of(list(c.obs))], name="<learned>")
+    arr = build_arrays(lpool[0], CostSetting(cost_mode="token_cost_mean"))
+    rows = []
+    for r in range(requotes):
+        q = quote(lpool, 0, method, d, target, trials, seed=500 + r, rules=LIVE)
+        assert q.budget is not None, "the target is out of reach on the learned pool"
+        spec = SimSpec(budget=q.budget, deadline=d, trials=list(range(check_trials)), seed=9000 + r, dag=0,
+                       rules=LIVE)
+        true = float(np.mean(simulate_run(arr, method, spec, model_names=lpool[0].model_ids).scored(d)[0]))
+        rows.append({"quote_seed": 500 + r, "budget": q.budget, "quoted": q.rate, "true": true})
+        print(f"quote selection: budget {q.budget:.6g} quoted {q.rate:.3f} true {true:.3f}", flush=True)
+    diff = np.array([x["true"] - x["quoted"] for x in rows])
+    dl = np.array([logit(x["true"], check_trials) - logit(x["quoted"], trials) for x in rows])
+    out = {"seed": seed, "trials": trials, "check_trials": check_trials, "target": target, "method": method,
+           "bias": float(diff.mean()), "sd": float(diff.std(ddof=1)), "bias_logit": float(dl.mean()),
+           "sd_logit": float(dl.std(ddof=1)), "binomial_sd_logit": math.sqrt(logit_var(target, trials)),
+           "quotes": rows}
+    print(f"quote selection ({trials} episodes per budget): true - quoted {out['bias']:+.4f} (sd {out['sd']:.4f}); "
+          f"logit {out['bias_logit']:+.3f} (sd {out['sd_logit']:.3f}, binomial {out['binomial_sd_logit']:.3f})")
     return out
 
 
@@ -335,15 +410,21 @@ def replications_summary(folder: Path) -> str:
         paths = sorted(folder.glob(f"results_learn_gate_{kind}*.json"),
                        key=lambda p: int(p.stem.rsplit("_seed", 1)[1]) if "_seed" in p.stem else 0)  # fmt: skip
         passed = total = 0
+        every: list[float] = []
         for path in paths:
             res = json.loads(path.read_text())
             seed = int(path.stem.rsplit("_seed", 1)[1]) if "_seed" in path.stem else 0
             zs = [c["z"] for c in res["cells"]] if kind == "e2e" else [res["z"]]
             passed += sum(abs(z) <= 2 for z in zs)
             total += len(zs)
+            every += zs
             lines.append(f"{kind} seed {seed}: z " + ", ".join(f"{z:+.2f}" for z in zs))
         if total:
             lines.append(f"{kind}: {passed} of {total} within 2 SE over {len(paths)} explorations")
+            if total > 1:
+                z = np.array(every)
+                lines.append(f"{kind}: z mean {z.mean():+.2f}, sd {z.std(ddof=1):.2f}, above 0 in {int((z > 0).sum())} "
+                             f"of {total}")
     return "\n".join(lines) or f"no results_learn_gate_e2e*.json or results_learn_gate_quote*.json in {folder}"
 
 
@@ -355,9 +436,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=cliargs.output_path(), default=str(ROOT / "benchmarks" / "results_learn_gate.json"))
     ap.add_argument("--end-to-end", action="store_true",
                     help="only MCPP's on-time rate from a learned pool vs the world's (bootstrap over runs)")
-    ap.add_argument("--boot", type=int, default=10)
+    ap.add_argument("--boot", type=int, default=None,
+                    help="bootstrap resamples (default: 10 for --end-to-end, 40 for --quote-check)")
     ap.add_argument("--quote-check", action="store_true",
                     help="only quote from a learned pool vs 400 live runs at the quoted budget")
+    ap.add_argument("--quote-selection", type=int, default=0, metavar="R",
+                    help="only the quote's own error on the learned pool of --seed: R re-quotes with other seeds")
+    ap.add_argument("--quote-trials", type=int, default=400, help="--quote-selection's episodes per budget")
     ap.add_argument("--cells", default="0.5:0.5,0.5:0.7,0.3:0.7",
                     help="--end-to-end's (budget ratio:deadline ratio) cells, comma-separated")
     ap.add_argument("--censoring-runs", type=int, default=200, help="runs of the naive vs Kaplan-Meier comparison")
@@ -370,13 +455,19 @@ def main(argv: list[str] | None = None) -> int:
         print(replications_summary(Path(args.out).parent))
         return 0
     suffix = "" if args.seed == 0 else f"_seed{args.seed}"
+    if args.quote_selection:
+        res = quote_selection(seed=args.seed, per_pair=args.per_pair, requotes=args.quote_selection,
+                              trials=args.quote_trials)
+        atomic_write_json(str(Path(args.out).with_name(f"results_learn_gate_selection_t{args.quote_trials}"
+                                                       f"{suffix}.json")), res)
+        return 0
     if args.quote_check:
-        res = quote_check(seed=args.seed, per_pair=args.per_pair, boot=args.boot)
+        res = quote_check(seed=args.seed, per_pair=args.per_pair, boot=args.boot or 40)
         atomic_write_json(str(Path(args.out).with_name(f"results_learn_gate_quote{suffix}.json")), res)
         return 0
     if args.end_to_end:
         cells = tuple(tuple(float(x) for x in c.split(":")) for c in args.cells.split(","))
-        res = end_to_end(seed=args.seed, per_pair=args.per_pair, boot=args.boot, cells=cells)
+        res = end_to_end(seed=args.seed, per_pair=args.per_pair, boot=args.boot or 10, cells=cells)
         atomic_write_json(str(Path(args.out).with_name(f"results_learn_gate_e2e{suffix}.json")), res)
         return 0
     null = []

@@ -53,5 +53,46 @@ def test_replications_summary_counts_by_hand(tmp_path):
                         str(tmp_path / "gate.json")], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["e2e seed 0: z -1.00, +2.50", "e2e seed 10: z +0.50, -2.00",
-                                     "e2e: 3 of 4 within 2 SE over 2 explorations", "quote seed 2: z +1.50",
+                                     "e2e: 3 of 4 within 2 SE over 2 explorations",
+                                     "e2e: z mean +0.00, sd 1.96, above 0 in 2 of 4", "quote seed 2: z +1.50",
                                      "quote: 1 of 1 within 2 SE over 1 explorations"]  # fmt: skip
+
+
+def test_quote_z_by_hand():
+    """The quote check's z on the logit scale: the bootstrap's logit variance plus both binomial ones."""
+    from benchmarks.learn_gate import logit, logit_var, quote_z
+
+    assert logit(0.5, 400) == 0.0 and logit(1.0, 400) == pytest.approx(np.log(400.5 / 0.5))  # finite at 1
+    assert logit_var(0.8, 400) == pytest.approx(1 / 320.5 + 1 / 80.5)
+    # bootstrap rates whose logits are -0.5, 0 and +0.5 (variance 0.25 with ddof 1)
+    rates = [float(1 / (1 + np.exp(0.5))), 0.5, float(1 / (1 + np.exp(-0.5)))]
+    rates = [(401 * r - 0.5) / 400 for r in rates]  # undo the half-count correction: logits exactly -0.5, 0, 0.5
+    got = quote_z(0.8, 400, 0.7, 400, rates, 400)
+    assert got["sd_bootstrap_logit"] == pytest.approx(0.5)
+    se = np.sqrt(0.25 + logit_var(0.7, 400) + logit_var(0.8, 400))
+    assert got["se_logit"] == pytest.approx(se)
+    assert got["z"] == pytest.approx((logit(0.7, 400) - logit(0.8, 400)) / se)
+    assert quote_z(0.8, 400, 0.8, 400, rates, 400)["z"] == 0.0
+
+
+def test_bootstrap_over_runs_keeps_a_run_together_and_has_the_binomial_spread():
+    """``_resampled`` draws whole runs: on 50 runs of one observation each with 20 successes, the resampled success
+    rate has the known bootstrap sd sqrt(p (1 - p) / n) = 0.0693 (2,000 resamples: the estimate's own relative
+    error is about 1.6%, so the 10% band fails by chance far less than once in 1,000); a run of several
+    observations stays whole, its copies renamed apart."""
+    from benchmarks.learn_gate import _resampled
+    from poolbuild.from_traces import Obs
+
+    obs = [Obs(0, "m", 1.0, True, 10.0, True, int(i < 20), f"t{i}:0") for i in range(50)]
+    boots = _resampled(obs, 2000, seed=3)
+    rates = np.array([np.mean([o.success for o in b]) for b in boots])
+    assert all(len(b) == 50 for b in boots)
+    assert abs(rates.mean() - 0.4) < 0.01
+    assert abs(rates.std(ddof=1) - np.sqrt(0.4 * 0.6 / 50)) < 0.1 * np.sqrt(0.4 * 0.6 / 50)
+    runs = [Obs(v, "m", 1.0, True, 10.0, True, 1, f"run{r}:{v}") for r in range(3) for v in range(4)]
+    for b in _resampled(runs, 20, seed=1):
+        by_run: dict[str, list[int]] = {}
+        for o in b:
+            by_run.setdefault(o.key.split("#", 1)[1], []).append(o.node)
+        assert all(sorted(v) == [0, 1, 2, 3] for v in by_run.values()) and len(by_run) == 3
+        assert len({o.key for o in b}) == len(b)
