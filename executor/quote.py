@@ -219,6 +219,11 @@ def _load_and_quote(args, bar, target: float, seed: int, asked: float | None, li
     if not args.json:
         bar.write(f"DAG {dag} is {pool[dag].problem_id} ({pool[dag].n_nodes} nodes): nominal budget "
                   f"{nominal_budget(arr):.6g} {unit}, deadline {deadline:.6g} model seconds", file=sys.stdout)
+        from executor.quote_learned import learned_note
+
+        note = learned_note(pool.raw(dag))  # a learned pool: what the interval leaves out
+        if note:
+            bar.write(note, file=sys.stdout)
         sys.stdout.flush()
     bar.set_description_str("simulating")
 
