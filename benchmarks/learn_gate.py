@@ -364,6 +364,52 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     return out
 
 
+def oracle_vs_bootstrap(seed: int, budget: float, pools: int = 40, boot: int = 40, per_pair: int = 30,
+                        deadline_ratio: float = 1.5, method: str = "sequential") -> dict[str, Any]:
+    """The sampling distribution the bootstrap estimates, drawn from the truth itself: ``pools`` pools learned
+    from observations drawn from the world's rows (each pair as often as exploration ``seed`` observed it),
+    against ``boot`` bootstrap rebuilds of that exploration; each pool's on-time rate at ``budget`` on the same
+    400 episodes, summarised on the rate and the logit scales."""
+    from collections import Counter
+
+    from simulator.costs.arrays import CostSetting, build_arrays
+    from simulator.costs.nominal import nominal_deadline
+    from simulator.engine.registry import LIVE
+    from simulator.simulate import SimSpec, simulate_run
+
+    pool, raw, wfile = _workflow()
+    d = deadline_ratio * nominal_deadline(build_arrays(pool[0], CostSetting(cost_mode="token_cost_mean")))
+    c, line_of = _explored(raw, wfile, seed, per_pair)
+
+    def rate(line: dict[str, Any]) -> float:
+        st = pool_from_objects([line], name="<oracle>")[0]
+        spec = SimSpec(budget=budget, deadline=d, trials=list(range(400)), seed=12, dag=0, rules=LIVE)
+        arr = build_arrays(st, CostSetting(cost_mode="token_cost_mean"))
+        return float(np.mean(simulate_run(arr, method, spec, model_names=st.model_ids).scored(d)[0]))
+
+    true, counts = truth(raw), Counter((o.node, o.model) for o in c.obs)
+    rng = np.random.default_rng(5)
+    oracle = []
+    for k in range(pools):
+        obs = []
+        for (v, m), n in sorted(counts.items()):
+            t = true[(v, m)]
+            obs += [Obs(v, m, float(t["latency"][j]), True, float(t["tokens"][j]), True, int(t["success"][j]),
+                        f"o{k}.{v}.{m}.{i}:0") for i, j in enumerate(rng.integers(0, len(t["success"]), n))]
+        oracle.append(rate(line_of(obs)))
+    boots = [rate(line_of(o)) for o in _resampled(list(c.obs), boot, seed)]
+
+    def summary(rates: list[float]) -> dict[str, float]:
+        lg = [logit(r, 400) for r in rates]
+        return {"mean": float(np.mean(rates)), "sd": float(np.std(rates, ddof=1)), "sd_logit": float(np.std(lg, ddof=1))}
+
+    out = {"seed": seed, "budget": budget, "learned": rate(line_of(list(c.obs))), "oracle": summary(oracle),
+           "bootstrap": summary(boots), "oracle_rates": oracle, "bootstrap_rates": boots}
+    print(f"oracle vs bootstrap at {budget:.6g}: learned {out['learned']:.3f}; oracle {out['oracle']}; "
+          f"bootstrap {out['bootstrap']}", flush=True)
+    return out
+
+
 def quote_selection(seed: int = 0, per_pair: int = 30, requotes: int = 12, trials: int = 400,
                     check_trials: int = 4000, target: float = 0.8, deadline_ratio: float = 1.5,
                     method: str = "sequential") -> dict[str, Any]:
@@ -442,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="only quote from a learned pool vs 400 live runs at the quoted budget")
     ap.add_argument("--quote-selection", type=int, default=0, metavar="R",
                     help="only the quote's own error on the learned pool of --seed: R re-quotes with other seeds")
+    ap.add_argument("--oracle", type=float, default=None, metavar="BUDGET",
+                    help="only the bootstrap of --seed's exploration against pools drawn from the truth, at BUDGET")
     ap.add_argument("--quote-trials", type=int, default=400, help="--quote-selection's episodes per budget")
     ap.add_argument("--cells", default="0.5:0.5,0.5:0.7,0.3:0.7",
                     help="--end-to-end's (budget ratio:deadline ratio) cells, comma-separated")
@@ -455,6 +503,11 @@ def main(argv: list[str] | None = None) -> int:
         print(replications_summary(Path(args.out).parent))
         return 0
     suffix = "" if args.seed == 0 else f"_seed{args.seed}"
+    if args.oracle is not None:
+        res = oracle_vs_bootstrap(args.seed, args.oracle, boot=args.boot or 40, per_pair=args.per_pair)
+        atomic_write_json(str(Path(args.out).with_name(f"results_learn_gate_oracle_b{args.oracle:g}{suffix}.json")),
+                          res)
+        return 0
     if args.quote_selection:
         res = quote_selection(seed=args.seed, per_pair=args.per_pair, requotes=args.quote_selection,
                               trials=args.quote_trials)
