@@ -305,11 +305,12 @@ def quote_z(quoted: float, quote_trials: int, live: float, runs: int, boot_rates
     bootstrap rates' logits (the learned pool's own sampling error at the quoted budget) + the live runs' and
     the quote's binomial variances of a logit.
 
-    Why the logit scale: a pool error moves the rate-against-budget curve sideways, which changes the rate
-    by about (its slope) x (the shift): little near 0 or 1, most in the middle; on the logit scale that change
-    is about the same wherever the rate lies (measured: benchmarks/README.md). A bootstrap around a learned
-    pool that is too optimistic (its rate at the quoted budget near the ceiling) then no longer understates
-    the error of the truth's rate, which lies lower, where the curve is steeper."""
+    Why the logit scale: the rate is bounded by 1, and a pool error moves the rate-against-budget curve
+    sideways, which changes the rate by about (its slope) x (the shift): little near the top. A pool that is
+    too optimistic puts the quote on the flat top, so the live rate falls further below a quote than it rises
+    above it; on the logit scale the error is about symmetric. Measured over 20 explorations (z mean -0.27 on
+    the logit scale, -0.43 on the rate scale, sd 1.06 and 1.11) and against pools drawn from the truth
+    (``--oracle``): benchmarks/README.md."""
     lb = np.array([logit(r, boot_trials) for r in boot_rates])
     var_boot = float(lb.var(ddof=1)) if len(lb) > 1 else 0.0
     se = math.sqrt(var_boot + logit_var(live, runs) + logit_var(quoted, quote_trials))
