@@ -32,6 +32,8 @@ from simulator.engine.live_rules import OVERDUE_S, Residuals, capped_charge, cha
 from simulator.engine.loop import (
     BUDGET_EXHAUSTED,
     BUDGET_LEFT,
+    DEADLINE,
+    DEADLINE_EXHAUSTED,
     DECISIONS,
     ENDED,
     EVENT_CAP,
@@ -48,7 +50,6 @@ from simulator.engine.loop import (
     draw_attempt,
     first_uncompletable,
     new_state,
-    no_progress_reason,
     node_model_key,
 )
 from simulator.engine.types import DecisionView, EpisodeResult, episode_result
@@ -159,8 +160,11 @@ def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, see
                 launch_per_attempt_live(arr, st, core, tables, draws, view.ready, models, counts, cap)
             elif launch_atomic_live(arr, st, core, tables, draws, view.ready, models, counts):
                 break
-        if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
-            st.cnt[REASON] = no_progress_reason(arr, st, mask, legacy_only, cap)
+        if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:  # nothing in flight, nothing launched
+            fits = core.launch_fits(lambda v, j: float(arr.kappa[v, j]),
+                                    lambda v: min(float(st.scal[BUDGET_LEFT]), cap[v] - float(st.nf[NODE_COST, v])))
+            st.cnt[REASON] = (DEADLINE_EXHAUSTED if st.scal[T] >= st.scal[DEADLINE] else STALLED if fits
+                              else BUDGET_EXHAUSTED)
             break
     t_end = float(st.scal[T])
     for v, d in draws.items():  # the deadline: samples still running are lost, charged their whole reservation
