@@ -1,7 +1,7 @@
 """A run's launches: a decision's action admitted under the live rules, with the prompt's cost, into the ledger.
 
-The steps of admission are :mod:`simulator.engine.live_core`'s, the same the
-simulated live episode takes; what is the executor's own is passed in here,
+Admission is the run's :class:`simulator.engine.live_core.LiveCore`'s, as in
+the simulated live episode; what is the executor's own is passed in here,
 at the call site: a sample's expected cost and ceiling add the cost of its
 prompt (:func:`executor.client.prompt_token_bound` priced at the endpoint's
 input price; the simulator's charges are output only), its room is the

@@ -5,9 +5,11 @@ trace, the deadline, the models' exits); its parts are
 :mod:`executor.deciding` (the decisions), :mod:`executor.launching` (the
 launches), :mod:`executor.sampling` (the HTTP side, with
 :mod:`executor.retry`'s decision) and :mod:`executor.ledger` (the money).
-The run follows the simulator's ``live`` execution rules
-(:mod:`simulator.engine.live_core` and :mod:`simulator.engine.live_rules`,
-which both drivers call;
+The run follows the simulator's ``live`` execution rules: their state is
+the run's :class:`simulator.engine.live_core.LiveCore` (completed nodes,
+attempt numbers, batches in flight and their answers, what may still be
+used), told what happens and asked what the rules say, as the simulated
+live episode does (:mod:`simulator.engine.live_rules` holds their numbers;
 ``docs/semantics.md``), so a live episode and its simulated twin (the same
 keyed draws) end the same way, and the method's planner plans for the rules
 it will meet:
@@ -408,10 +410,11 @@ class LiveRun:
 
     # -- what the planner may still use ----------------------------------------------------
 
-    def _narrow(self, pairs: list[tuple[int, int]]) -> None:
-        self.core.narrow(pairs)
+    def _narrowed(self) -> None:
+        """The core took pairs out: the planner sees what the run may still use; a node left with none ends it."""
         self.plan_arr = self.plan_arr._replace(available=self.core.available.copy())
         self.policy.reset(self.plan_arr, self.seed, self.wf.dag_row, self.trial)
+        self.check_stuck()
 
     def model_down(self, model_id: str, r: TryResult) -> None:
         """An endpoint that refuses everything or stays down: out of the planner's view for the run."""
@@ -429,9 +432,8 @@ class LiveRun:
         self.down[model_id] = (termination, f"model {model_id!r} ({ep.url}) {why}")
         self.trace.write("endpoint", t=round(self.elapsed(), 6), model=model_id, url=ep.url, state="down",
                          termination=termination, kind=r.kind, status=r.status_code, message=why)
-        j = self.wf.stats.model_ids.index(model_id)
-        self._narrow([(v, j) for v in range(self.n)])
-        self.check_stuck()
+        self.core.model_down(self.wf.stats.model_ids.index(model_id))
+        self._narrowed()
 
     def refuse_pair(self, v: int, j: int, why: str) -> None:
         """A refusal that would repeat for this node's request on this model: (v, j) is out for the run."""
@@ -439,8 +441,8 @@ class LiveRun:
             return
         model_id = self.wf.stats.model_ids[j]
         self.pair_refusals[(v, j)] = f"model {model_id!r} ({self.endpoints[model_id].url}) {why}"
-        self._narrow([(v, j)])
-        self.check_stuck()
+        self.core.narrow([(v, j)])
+        self._narrowed()
 
     # -- decisions -------------------------------------------------------------------------
 

@@ -1,22 +1,33 @@
-"""The live rules' decisions in positions, stated once for the two drivers of a live run.
+"""A live run's rule state as one pure state machine (:class:`LiveCore`), stated once for its two drivers.
 
 :mod:`simulator.engine.live_rules` holds the numbers of the ``live``
 execution rules (an admission's verdict, a sample's reservation, a charge
-cut at it). This module holds the steps a driver takes with them: which
-nodes are ready, in what order a per-attempt launch admits its samples and
-what a refusal consumes, when an atomic launch stalls, launches, waits or
-ends the run, which (node, model) pairs a method may still use, when an
-unfinished node is stuck, and whether any launch still fits. Everything is a
-pure function of positions (node and model indices), the rules' arrays and
-numbers the caller passes in; nothing here knows a clock, a request or a
-trace.
+cut at it). This module holds the state a run has under them and the steps
+a driver takes with them, as h11's connection holds HTTP's: events in,
+state transitions, the driver does the I/O. A :class:`LiveCore` holds the
+completed nodes, the attempt numbers consumed per (node, model), the
+batches in flight (per node: its model, its launch time as a number the
+driver gives, each sample's attempt number, reservation and state) and the
+(node, model) pairs the run may still use. Its events: a launch, per
+attempt (in what order nodes are admitted, each sample on the room left,
+what a refusal consumes) or atomic (stall, launch, wait or end, and the
+shares); a sample answered, passed or failed; a sample lost; a batch
+ended; a model down or a pair refused (:meth:`LiveCore.narrow`). Its
+questions: the ready nodes, the decisions' view of the batches in flight,
+whether an unfinished node is stuck, whether any launch still fits, and a
+snapshot (:class:`LiveState`) for the calibrated estimate. Everything is in
+positions (node and model indices); nothing here knows a clock, a request,
+a trace or money: the module's free functions are its steps, pure
+functions of the numbers the caller passes in.
 
-Two drivers call it: the simulated live episode
+Two drivers hold one: the simulated live episode
 (:mod:`simulator.engine.live_episode`, MCPP's calibrated estimate and the
-``live`` grid) and the live executor (:mod:`executor.live`). What differs
-between them is passed in at the call site, where it can be read: the
-executor's expected charge and ceiling of a sample add its prompt's cost
-(the simulator's charges are output only), its room is its ledger's answer
+``live`` grid; it keeps the clock, the budget left and the drawn answers)
+and the live executor (:mod:`executor.live`; it keeps the requests, the
+clock, the trace and the ledger). What differs between them is passed in at
+the call site, where it can be read: the executor's expected charge and
+ceiling of a sample add its prompt's cost (the simulator's charges are
+output only), its room is its ledger's answer
 (:meth:`executor.ledger.Ledger.room`), and a sample admitted there must also
 buy at least one output token (``take`` may refuse it).
 
@@ -372,6 +383,10 @@ class LiveCore:
         if b is not None and (b.passed or b.carried):
             self.completed[v] = True
         return b
+
+    def model_down(self, j: int) -> None:
+        """Model ``j`` is down for the run: no node may launch it again."""
+        self.narrow([(v, int(j)) for v in range(self.n)])
 
     def narrow(self, pairs: Sequence[tuple[int, int]]) -> None:
         """(node, model) pairs the run may no longer launch (a model down, a refusal that would repeat)."""

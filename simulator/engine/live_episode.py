@@ -2,12 +2,18 @@
 
 The event loop (batch ends in time order, completion checked before the
 deadline) is the compiled one of :mod:`simulator.engine.loop`; what differs
-from the other modes is decided here, with the rules' functions: launches
-are admitted on expected costs, each sample is capped at its reservation
-(cut there and failed when its draw is larger), a batch holds its
-reservations until it ends, and the planner sees estimated remaining times.
-The live executor (:mod:`executor.live`) follows the same functions, so a
-live run and its simulated twin (the same keyed draws) end the same way.
+from the other modes is decided by the run's
+:class:`~simulator.engine.live_core.LiveCore`, which this driver tells what
+happens (launches, answers as their drawn times pass, batch ends, samples
+lost at the deadline) and asks what the rules say (ready nodes, the
+admission of a launch, the decisions' view, whether a launch still fits):
+launches are admitted on expected costs, each sample is capped at its
+reservation (cut there and failed when its draw is larger), a batch holds
+its reservations until it ends, and the planner sees estimated remaining
+times. This driver keeps the clock, the money (the budget left, charges
+and holds) and the drawn answers (:class:`Draws`). The live executor
+(:mod:`executor.live`) drives its own core the same way, so a live run and
+its simulated twin (the same keyed draws) end the same way.
 """
 
 from __future__ import annotations
