@@ -23,7 +23,6 @@ from executor.estimates import posterior_arrays
 from executor.offload import PLANNER
 from simulator.costs.arrays import DagArrays
 from simulator.engine.live_episode import calibrated_estimate
-from simulator.engine.loop import first_uncompletable
 from simulator.engine.registry import LIVE_PER_ATTEMPT
 from simulator.mcpp.api import build_view
 from simulator.simulate import policy_for
@@ -45,7 +44,7 @@ class Decisions:
 
     async def warm_up(self) -> None:
         """Every kernel the run calls, compiled before the deadline's clock starts: one throwaway decision."""
-        first_uncompletable(self.run.wf.arr, self.run.mask, self.run.legacy_only)
+        self.run.core.uncompletable()
         if not self.run.ready():
             return
         view = build_view(self.run.wf.stats, self.run.wf.arr, self.run.budget, self.run.deadline, [], [], self.run.seed, 0)

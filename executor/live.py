@@ -88,7 +88,6 @@ from executor.workflow import EXECUTOR_VERSION
 from simulator.costs.arrays import DagArrays
 from simulator.engine.live_core import CoreBatch, LiveCore
 from simulator.engine.live_episode import live_tables
-from simulator.engine.loop import first_uncompletable
 from simulator.engine.registry import LIVE, execution_of
 from simulator.methods import method_spec
 from simulator.pools.pool import DagStats
@@ -204,14 +203,13 @@ class LiveRun:
                                                    execution_of(self.spec, LIVE).launch)
         self.policy.reset(arr, self.seed, wf.dag_row, self.trial)
         self.rules = live_tables(arr)
-        self.mask = np.zeros(arr.m, dtype=np.bool_)
-        self.mask[self.policy.model_positions(arr)] = True
-        self.legacy_only = bool(self.policy.legacy_only)
+        mask = np.zeros(arr.m, dtype=np.bool_)
+        mask[self.policy.model_positions(arr)] = True
         self.cap = np.asarray(self.policy.budget_caps(arr, self.budget), dtype=np.float64)  # static baselines' shares
         self.n, self.m = arr.n, arr.m
         self.node_ids = [int(x) for x in wf.stats.node_ids]
         #: the run's rule state (completed nodes, attempt numbers, batches in flight, what it may still use)
-        self.core = LiveCore(arr, self.mask, self.legacy_only, self.node_ids)
+        self.core = LiveCore(arr, mask, bool(self.policy.legacy_only), self.node_ids)
         self.parents, self.completed = self.core.parents, self.core.completed
         self.batches: dict[int, Batch] = {}  # the I/O side of the core's batches in flight (requests' tasks)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)
@@ -321,7 +319,7 @@ class LiveRun:
         deadline_task = asyncio.ensure_future(self._deadline_watch())
         reason, message = "completed", ""
         try:
-            if first_uncompletable(self.wf.arr, self.mask, self.legacy_only) >= 0:
+            if self.core.uncompletable() >= 0:
                 raise Ended("stalled", "a node no allowed model can complete")
             await self.decide()
             self.launched.set()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import asyncio
 
+import numpy as np
 from executor_helpers import nominal, workflow
 from test_layers import ROOT
 
@@ -112,3 +113,21 @@ def test_the_drivers_hold_a_live_core_and_state_no_rule():
     src = ast.unparse(next(n for n in ast.parse((ROOT / "executor" / "live.py").read_text()).body
                            if isinstance(n, ast.ClassDef) and n.name == LiveRun.__name__))
     assert "attempt_no" not in src and "self.core = LiveCore(" in src
+
+
+def test_the_explorer_is_every_model_to_the_runs_core():
+    """``explore`` turns a ``sequential`` run (the legacy model only) into one that may use every model: its core,
+    which answers the stuck and no-progress tests, must say so too (the rules read the core's mask and legacy
+    flag, not copies on the run)."""
+    from executor.clock import Clock
+    from executor.explore import ExplorePolicy, _as_explorer
+    from executor.live import LiveRun
+    from executor.trace import Trace
+
+    _, wf = workflow()
+    B, D = nominal(wf)
+    run = LiveRun(wf, {}, "sequential", B, D, http=None, clock=Clock(1.0), trace=Trace(None))
+    pairs = [(v, j) for v in range(wf.arr.n) for j in range(wf.arr.m) if wf.arr.available[v, j]]
+    assert not all(run.core.allowed(v, j) for v, j in pairs)  # sequential: the legacy model only
+    _as_explorer(run, ExplorePolicy(np.zeros((wf.arr.n, wf.arr.m), dtype=np.int64), seed=0))
+    assert all(run.core.allowed(v, j) for v, j in pairs)

@@ -267,6 +267,13 @@ class LiveCore:
                           lambda u: u in self.batches and self.batches[u].passed, self.allowed,
                           lambda u: u in self.batches and self.batches[u].running() > 0)
 
+    def uncompletable(self) -> int:
+        """The first node no model of the method can ever complete (the run is ``stalled`` at once), else -1
+        (:func:`simulator.engine.loop.first_uncompletable`, compiled: ``arr`` is the pool line's arrays)."""
+        from simulator.engine.loop import first_uncompletable
+
+        return int(first_uncompletable(self.arr, self.mask, self.legacy_only))
+
     def launch_fits(self, expected: Callable[[int, int], float], room: Callable[[int], float]) -> bool:
         """Nothing in flight and nothing launched: does a launch still fit (``stalled``) or not (budget exhausted)?"""
         return some_launch_fits(self.ready(), self.m, self.allowed, expected, room)

@@ -54,7 +54,6 @@ from simulator.engine.loop import (
     add_batch,
     advance,
     draw_attempt,
-    first_uncompletable,
     new_state,
     node_model_key,
 )
@@ -137,7 +136,7 @@ def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, see
         _enter(arr, st, start, draws)
     cap = np.asarray(policy.budget_caps(arr, float(budget)), dtype=np.float64).copy()
     wall = 0.0
-    if first_uncompletable(arr, mask, legacy_only) >= 0:
+    if core.uncompletable() >= 0:
         st.cnt[REASON] = STALLED
     while True:
         code = advance(arr, st)
