@@ -19,7 +19,7 @@ its simulated twin (the same keyed draws) end the same way.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -68,6 +68,13 @@ class Draws:
     ends: np.ndarray  # absolute answer times
     passed: np.ndarray  # bool: succeeded and not cut
     charges: np.ndarray  # what each sample is charged when it answers (capped)
+    #: the samples in answer order, and how many of them the core was told of (:func:`_answers`)
+    order: list[int] = field(init=False)
+    told: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        ends = self.ends.tolist()
+        self.order = sorted(range(len(ends)), key=ends.__getitem__)
 
 
 def _extra(b: CoreBatch, d: Draws) -> float:
@@ -187,10 +194,10 @@ def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, see
 
 def _answers(core: LiveCore, v: int, d: Draws, t: float) -> None:
     """Tell the core of node ``v``'s samples that answered by time ``t`` (their draws say when and how)."""
-    states = core.batches[v].states
-    for i in np.flatnonzero(d.ends <= t):
-        if states[i] == RUNNING:
-            core.answer(v, int(i), bool(d.passed[i]))
+    while d.told < len(d.order) and d.ends[d.order[d.told]] <= t:
+        i = d.order[d.told]
+        d.told += 1
+        core.answer(v, i, bool(d.passed[i]))
 
 
 def _enter(arr: DagArrays, st, start: LiveState, draws: dict[int, Draws]) -> None:
