@@ -158,7 +158,7 @@ def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, see
             _answers(core, v, d, t)
         ready = np.asarray(core.ready(), dtype=np.int64)
         view = DecisionView(arr=arr, t=t, budget_left=float(st.scal[BUDGET_LEFT]), deadline=float(deadline),
-                            completed=st.completed.copy(), ready=ready,
+                            completed=core.completed.copy(), ready=ready,
                             seed=seed, dag=dag, trial=trial, decision_index=int(st.cnt[DECISIONS]),
                             **inflight_view(core, resid, t))
         t0 = time.perf_counter()
