@@ -209,7 +209,8 @@ class LiveRun:
         self.n, self.m = arr.n, arr.m
         self.node_ids = [int(x) for x in wf.stats.node_ids]
         #: the run's rule state (completed nodes, attempt numbers, batches in flight, what it may still use)
-        self.core = LiveCore(arr, mask, bool(self.policy.legacy_only), self.node_ids)
+        self.core = LiveCore(arr, mask, bool(self.policy.legacy_only), self.node_ids,
+                             early_end=self.opt.cancel_siblings)
         self.parents, self.completed = self.core.parents, self.core.completed
         self.batches: dict[int, Batch] = {}  # the I/O side of the core's batches in flight (requests' tasks)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)

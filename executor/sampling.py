@@ -39,7 +39,7 @@ from executor.endpoints import Endpoint
 from executor.ledger import HELD, SETTLED, UNBILLED, Hold, Reservation, billing_of
 from executor.retry import ANSWER, DOWN, DOWN_BY_RETRY_AFTER, REFUSE_PAIR, RETRY, Step, next_step
 from executor.tasks import Task
-from simulator.engine.live_core import RUNNING, CoreBatch
+from simulator.engine.live_core import Answered, CoreBatch
 
 #: :meth:`SampleRequests._may_send`: the sample waited at its endpoint's gate; decide again
 _AGAIN = -1.0
@@ -148,19 +148,19 @@ class SampleRequests:
         except Exception as exc:  # noqa: BLE001 (a bug in one sample is that sample's failure, in the trace)
             passed, why = False, f"executor_error: {type(exc).__name__}: {exc}"[:200]
             judge_wall = None
-        if self.run.core.batches.get(v) is b.core and self.run.core.answer(v, s.slot, passed):
+        core = self.run.core
+        ans = core.answer(v, s.slot, passed) if core.batches.get(v) is b.core else Answered(False, False)
+        if ans.first:
             b.answers[s.index] = out.text
-        all_in = b.core.answered() == len(b.samples)
         self.run.trace.write("verdict", t=round(self.run.elapsed(), 6), node=node_id, model=model_id, attempt=s.index,
                          passed=passed, reason=why, judge_wall_s=None if judge_wall is None else round(judge_wall, 6),
-                         node_completed=bool(b.core.passed and (all_in or self.run.opt.cancel_siblings)))
-        if passed and self.run.opt.cancel_siblings:
-            for o, state in zip(b.samples, b.core.states, strict=True):
-                if o is not s and state == RUNNING and o.task is not None:
+                         node_completed=b.core.completes(core.early_end))
+        if ans.over:
+            for i in core.running(v):  # a pass that ends the batch early: its siblings are cancelled
+                o = b.samples[i]
+                if o.task is not None:
                     o.cancel_reason = o.cancel_reason or "sibling"
                     o.task.cancel()
-            self.run._finish(v)
-        elif all_in and not (b.core.passed and self.run.opt.cancel_siblings):
             self.run._finish(v)
 
     async def request(self, b: Batch, s: Sample) -> Outcome:

@@ -106,18 +106,29 @@ def test_answers_losses_and_batch_ends():
     _, opened = core.launch_atomic([0, 2], np.array([0, 0, 0]), np.array([3, 0, 1]), 0.0, budget_left=100.0,
                                    expected=lambda v, j: 1.0, ceiling=lambda v, j: 5.0, unit=1.0,
                                    take=lambda v, j, a, r: r)
-    assert core.answer(0, 1, False) is False
-    assert core.answer(0, 0, True) is True  # the batch's first pass
+    assert core.answer(0, 1, False) == (False, False)
+    assert core.answer(0, 0, True) == (True, False)  # the batch's first pass; one sample still running
     assert core.inflight(lambda v, j, e: 7.0, 2.0) == [(0, 0, [7.0], True), (2, 0, [7.0], False)]
     core.lose(0, 2)
     assert core.batches[0].running() == 0 and not core.all_answered(0)
     with pytest.raises(ValueError):
         core.answer(0, 2, True)  # a lost sample does not answer
-    core.answer(2, 0, False)
+    assert core.answer(2, 0, False) == (False, True)  # its one sample answered: the batch is over
     assert core.end_batch(0).passed and core.completed.tolist() == [True, False, False]
     assert not core.end_batch(2).passed and core.completed.tolist() == [True, False, False]
     assert core.ready() == [1, 2] and not core.batches  # node 2 failed: ready again; 1 unlocked
     assert core.end_batch(2) is None
+
+
+def test_a_batch_that_ends_at_its_first_pass():
+    """``early_end`` (the executor's ``cancel_siblings``): a pass ends the batch, its running samples to cancel."""
+    core = LiveCore(_arr(1, 1, [[]]), np.ones(1, dtype=np.bool_), False, [0], early_end=True)
+    core.launch_atomic([0], np.array([0]), np.array([3]), 0.0, budget_left=9.0, expected=lambda v, j: 1.0,
+                       ceiling=lambda v, j: 3.0, unit=1.0, take=lambda v, j, a, r: r)
+    assert core.answer(0, 0, False) == (False, False)
+    assert not core.batches[0].completes(True)
+    assert core.answer(0, 2, True) == (True, True) and core.running(0) == [1]
+    assert core.batches[0].completes(True) and not core.batches[0].completes(False)
 
 
 def test_stuck_after_narrowing_and_a_running_sample_that_may_pass():
@@ -229,8 +240,9 @@ def test_random_event_sequences_keep_the_core_invariants(dag, events, budget, un
             if live:
                 i = live[x % len(live)]
                 if kind == "answer":
-                    first = core.answer(v, i, flag)
+                    first, over = core.answer(v, i, flag)
                     assert first == (flag and sum(s == lc.PASSED for s in b.states) == 1)
+                    assert over == (b.answered() == len(b.states))  # no early end: over once all answered
                 else:
                     core.lose(v, i)
         elif kind == "end" and core.batches:

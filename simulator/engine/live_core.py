@@ -59,7 +59,7 @@ STALL = 3
 #: a sample's state in its batch (:class:`LiveCore`)
 RUNNING, PASSED, FAILED, LOST = 0, 1, 2, 3
 
-__all__ = ["END", "FAILED", "LAUNCH", "LOST", "PASSED", "RUNNING", "STALL", "WAIT", "Admission", "CoreBatch",
+__all__ = ["END", "FAILED", "LAUNCH", "LOST", "PASSED", "RUNNING", "STALL", "WAIT", "Admission", "Answered", "CoreBatch",
            "LiveCore", "LiveFlight", "LiveState", "admit_atomic", "admit_attempts", "atomic_shares", "launch_order",
            "method_uses", "ready_nodes", "some_launch_fits", "stuck_node"]
 
@@ -197,6 +197,17 @@ class CoreBatch:
         """Its samples answered (passed or failed; a lost sample is not)."""
         return sum(1 for x in self.states if x in (PASSED, FAILED))
 
+    def completes(self, early_end: bool) -> bool:
+        """Does its end complete the node, as things stand: one passed, and all answered or ``early_end``."""
+        return self.passed and (early_end or self.answered() == len(self.states))
+
+
+class Answered(NamedTuple):
+    """What an answer did (:meth:`LiveCore.answer`): the batch's first pass; the batch ends with it."""
+
+    first: bool
+    over: bool
+
 
 class LiveCore:
     """The rule state of one live run: events in, state transitions out; the driver does the I/O.
@@ -216,8 +227,11 @@ class LiveCore:
     """
 
     def __init__(self, arr, mask, legacy_only: bool, node_ids: Sequence[int], *,
-                 start: LiveState | None = None, available: np.ndarray | None = None) -> None:
+                 start: LiveState | None = None, available: np.ndarray | None = None, early_end: bool = False) -> None:
         self.n, self.m = int(arr.n), int(arr.m)
+        #: a batch ends at its first pass, its running samples to be cancelled (the executor's ``cancel_siblings``,
+        #: a departure from the rules); by default it ends when every sample answered or was lost
+        self.early_end = bool(early_end)
         self.arr, self.mask, self.legacy_only = arr, mask, bool(legacy_only)
         self.node_ids = [int(x) for x in node_ids]
         self.parents = [[int(p) for p in arr.parent_idx[arr.parent_ptr[v]:arr.parent_ptr[v + 1]]]
@@ -363,15 +377,22 @@ class LiveCore:
             out.append((v, b))
         return adm, out
 
-    def answer(self, v: int, i: int, passed: bool) -> bool:
-        """Sample ``i`` of node ``v``'s batch answered (``passed``: accepted); True when it is the batch's first pass."""
+    def answer(self, v: int, i: int, passed: bool) -> Answered:
+        """Sample ``i`` of node ``v``'s batch answered (``passed``: accepted): was it the batch's first pass, and
+        does the batch end with it (every sample answered; under ``early_end``, a pass)?"""
         b = self.batches[v]
         if b.states[i] != RUNNING:
             raise ValueError(f"sample {i} of node {v} is not running")
         b.states[i] = PASSED if passed else FAILED
         first = bool(passed) and not b.passed
         b.passed = b.passed or bool(passed)
-        return first
+        all_in = b.answered() == len(b.states)
+        return Answered(first, bool(passed and self.early_end) or (all_in and not (b.passed and self.early_end)))
+
+    def running(self, v: int) -> list[int]:
+        """The samples of node ``v``'s batch still running (to cancel when a pass ends it early)."""
+        b = self.batches.get(v)
+        return [] if b is None else [i for i, x in enumerate(b.states) if x == RUNNING]
 
     def lose(self, v: int, i: int) -> None:
         """Sample ``i`` of node ``v``'s batch was lost (cancelled, or the run ended) without an answer."""
