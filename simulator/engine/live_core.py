@@ -244,7 +244,7 @@ class LiveCore:
         if start is not None:
             self.completed[:] = start.completed
             self.attempt_no[:] = start.attempt_no
-            for f in start.inflight:  # entered at time 0 of the continuation
+            for f in start.inflight:  # entered at time 0 of the continuation; its samples' numbers unknown (-1)
                 self.batches[f.v] = CoreBatch(f.j, 0.0, [-1] * f.running, [float(f.reservation)] * f.running,
                                               [RUNNING] * f.running, False, bool(f.passed))
 
