@@ -962,20 +962,21 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threa
 def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, beat_best):
     """The pairs one after the other on this thread (:func:`run_pairs` runs chunks of them on threads).
 
-    With ``beat_best`` (and ``dec.prune``) only the first strict maximum of
-    the wins matters (the faithful and ``crn`` planners' argmax): a pair
-    stops as soon as it cannot beat the best pair before it in this call,
-    and gets -1. Exact: its count is at most that best, so it is not the
-    first strict maximum, and the maximum's index and count are unchanged.
+    With ``beat_best`` only the first strict maximum of the wins matters
+    (the faithful and ``crn`` planners' argmax): a pair stops as soon as it
+    cannot beat the best pair before it in this call, and gets -1. Exact: its
+    count is at most that best, so it is not the first strict maximum, and the
+    maximum's index and count are unchanged. It counts wins only, so it holds
+    under every launch rule (the live rules included, where ``dec.prune``'s
+    bounds do not); the planner passes it unless its shortcuts are off.
     """
     none = np.empty(0, dtype=np.float64)
     no_stair = np.empty((0, 0), dtype=np.float64)
     no_cells = np.empty(0, dtype=np.int64)
     work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
     best = -1
-    prune_best = beat_best and dec.prune
     for i in range(pair_cand.shape[0]):
-        w = run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, best + 1 if prune_best else 0,
+        w = run_pair(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none, best + 1 if beat_best else 0,
                       dec.budget, dec.horizon, none, no_stair, none, none, no_cells, work_i, work_f, work_b)
         out_wins[i] = w
         if w > best:

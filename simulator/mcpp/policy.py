@@ -188,6 +188,8 @@ class MCPortfolioPolicy(Policy):
         # exact shortcuts; off only to test they are exact, and under the per-attempt and live rules (they assume
         # atomic costs and draw-time failures)
         self.prune = bool(raw.get("prune", True)) and not self.per_attempt and not self.live
+        # the argmax's early stop (``run_pairs_serial``'s ``beat_best``) counts wins only: exact under every rule
+        self.beat_best = bool(raw.get("prune", True))
         self.planning_arr = planning_arr
         self._episode: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
@@ -369,7 +371,7 @@ class MCPortfolioPolicy(Policy):
             best_i, best_wins, n_sims = self._halving(evaluate, pair_c, pair_m)
             n_pairs_eval = C * Pm
         else:
-            wins = evaluate(pair_c, pair_m, 0, P.M, beat_best=True)  # pairs that cannot win stop early (-1)
+            wins = evaluate(pair_c, pair_m, 0, P.M, beat_best=self.beat_best)  # pairs that cannot win stop early (-1)
             best_i = int(np.argmax(wins))  # first strict maximum in (candidate, member) order
             best_wins = int(wins[best_i])
             n_sims = C * Pm * P.M
