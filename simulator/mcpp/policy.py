@@ -40,6 +40,7 @@ from simulator.mcpp.candidates import (
     FULL,
     actions_to_arrays,
     candidates_key,
+    faithful_draw,
     generate_candidates,
 )
 from simulator.mcpp.kernel import NO_CEILING, DecisionState, plan_bounds, run_pairs, run_pairs_serial
@@ -67,6 +68,8 @@ __all__ = [
 PREFIX = "mc_portfolio_"
 #: candidate modes that draw nothing: their list is a function of the ready set alone (cached per episode)
 KEYLESS_MODES = (FULL, CORRECTED_FULL)
+#: faithful candidate lists kept per episode tables by (ready set, draw) (emptied when full: memory stays bounded)
+KEYED_LISTS = 256
 
 
 def hoeffding_epsilon(n_pairs: int, M: int, delta: float) -> float:
@@ -130,6 +133,7 @@ class _EpisodeTables:
         # the candidate arrays of a ready set whose candidates need no draw (``KEYLESS_MODES``), the members'
         # arrays and the (candidate, member) pair indices of a shape
         self.keyless: dict[tuple[int, ...], tuple] = {}
+        self.keyed: dict[tuple, tuple] = {}  # the faithful lists by (ready set, draw): ``prepare``
         self.member_arrays: tuple[np.ndarray, np.ndarray] | None = None
         self.pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
@@ -425,6 +429,13 @@ class MCPortfolioPolicy(Policy):
         ready = np.asarray(view.ready, dtype=np.int64)
         ready_key = tuple(ready.tolist())
         known = tb.keyless.get(ready_key)
+        ckey = drawn = None
+        if known is None and P.candidate_generator == "faithful":
+            # the faithful list reads its key only through the free nodes it draws: the same ready set and draw
+            # give the same list (kept per episode tables, a bounded number of them)
+            ckey = candidates_key(view.seed, view.dag, key_trial, key_decision)
+            drawn = (ready_key, faithful_draw(ckey, len(ready_key), P.random_free_n))
+            known = tb.keyed.get(drawn)
         if known is not None:  # the same ready set gives the same candidates when no draw picks them
             mode, n_base, cand_model, cand_count = known
         else:
@@ -436,7 +447,7 @@ class MCPortfolioPolicy(Policy):
                 P.random_free_n,
                 P.exact_cap,
                 P.max_candidate_actions,
-                candidates_key(view.seed, view.dag, key_trial, key_decision),
+                candidates_key(view.seed, view.dag, key_trial, key_decision) if ckey is None else ckey,
                 P.candidate_generator,
             )
             if gen is None:
@@ -445,6 +456,10 @@ class MCPortfolioPolicy(Policy):
             cand_model, cand_count = actions_to_arrays(actions)
             if mode in KEYLESS_MODES:
                 tb.keyless[ready_key] = (mode, n_base, cand_model, cand_count)
+            elif drawn is not None:
+                if len(tb.keyed) >= KEYED_LISTS:
+                    tb.keyed.clear()
+                tb.keyed[drawn] = (mode, n_base, cand_model, cand_count)
         members = self.members()
         if tb.member_arrays is None:
             tb.member_arrays = (np.array([m for m, _ in members], dtype=np.int64),
