@@ -135,7 +135,7 @@ def test_beat_best_stops_only_pairs_that_cannot_win(rule):
     from simulator.mcpp.kernel import run_pairs_serial
 
     pool = pool_from_objects([layered_dag(s, n_nodes=9) for s in range(3)])
-    stopped = 0
+    stopped = refused = 0
     for i in range(3):
         arr = dag_arrays(pool, i, CostSetting())
         B, D = nominal_budget(arr), nominal_deadline(arr)
@@ -154,7 +154,15 @@ def test_beat_best_stops_only_pairs_that_cannot_win(rule):
             cut = fast < 0
             assert (full[cut] <= before[cut]).all() and (fast[~cut] == full[~cut]).all()
             stopped += int(cut.sum())
+            if rule == "live_atomic":  # a candidate not admitted at once (nothing in flight): 0 wins, not run
+                kappa = pol.episode_tables.arr.kappa
+                expected = (dec.cand_count * kappa[dec.ready[None, :], dec.cand_model]).sum(axis=1)[pc]
+                never = expected > dec.budget
+                never[0] = False  # the first pair is always run
+                assert (full[never] == 0).all() and (fast[never] == -1).all()
+                refused += int(never.sum())
     assert stopped > 0  # the stop really happens
+    assert refused > 0 or rule == "atomic"
 
 
 def test_inflight_attempts_known_times_redrawn_success():

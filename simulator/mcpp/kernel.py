@@ -985,7 +985,20 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
     no_cells = np.empty(0, dtype=np.int64)
     work_i, work_f, work_b = pair_scratch(dec.completed.shape[0])
     best = -1
+    # Under the live rules with nothing in flight, a candidate whose launch is not admitted (its expected cost,
+    # summed as run_pair sums it, above the budget) ends every simulation at its first step: 0 wins, never a
+    # strict maximum once some pair is counted, so with ``beat_best`` it is not run (-1, as a stopped pair).
+    end_at_once = beat_best and dec.live and dec.inf_node.shape[0] == 0
+    ready, cand_model, cand_count, kappa = dec.ready, dec.cand_model, dec.cand_count, arr.kappa
     for i in range(pair_cand.shape[0]):
+        if end_at_once and best >= 0:
+            c = pair_cand[i]
+            expected = 0.0
+            for r in range(ready.shape[0]):
+                expected += cand_count[c, r] * kappa[ready[r], cand_model[c, r]]
+            if atomic_admission(expected, dec.budget, 0) == END:
+                out_wins[i] = -1
+                continue
         w = _run_pair_inline(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none,
                              best + 1 if beat_best else 0, dec.budget, dec.horizon, none, no_stair, none, none,
                              no_cells, work_i, work_f, work_b)
