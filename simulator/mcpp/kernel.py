@@ -488,8 +488,8 @@ def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
 
 
 #: the chain screen runs on a pair's first CHAIN_PROBE simulations, then while it ends at least 1 in CHAIN_KEEP
-CHAIN_PROBE = 8
-CHAIN_KEEP = 8
+CHAIN_PROBE = 2
+CHAIN_KEEP = 16
 
 
 @compiled_only

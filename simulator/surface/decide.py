@@ -27,6 +27,9 @@ from simulator.mcpp.policy import MCPortfolioPolicy
 TOL = 1e-9
 #: relative widening of the cells' limits in the kernel's staircase (far beyond any rounding; only stops less)
 STAIR_WIDEN = 1e-7
+#: pilot pairs run first at a decision (the pairs that won most cells at the last decision of the same ready set)
+N_PILOTS = 2
+NO_PILOT = np.empty(0, dtype=np.int64)
 #: most cells whose counts the kernel keeps per simulation to stop a pair early (each success costs a pass over them)
 TRACK_CELLS = 1024
 
@@ -96,7 +99,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     soon as no cell can get more than its best. Updates ``best_w``
     (successes of the best pair, 0: none) and ``best_p`` (its pair index).
     """
-    pair_c, pair_m = pairs
+    pair_c, pair_m, pilot = pairs
     bvals, hvals, cell_i, cell_j = grid
     best_w, best_p = best
     nb = bvals.shape[0]
@@ -121,15 +124,27 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
         cell_b[k] = bvals[cell_i[k]] * (1.0 + STAIR_WIDEN)
         cell_h[k] = hvals[cell_j[k]] * (1.0 + STAIR_WIDEN)
     no_cells = np.empty(0, dtype=np.int64)
-    cell_best = best_w if track else no_cells
-    lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
-    for p in range(pair_c.shape[0]):
+    # bar[k]: a pair matters in cell k only with more successes than this: its best so far, or one less
+    # than a pilot pair's certain count there (the best pair has at least that count, so a pair below it
+    # is never the first strict maximum); every stop reads bar, the choice reads best_w / best_p
+    bar = best_w.copy()
+    cell_best = bar if track else no_cells
+    lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, bar, M, stair_b, stair_h)
+    cost[:] = np.inf
+    fin[:] = np.inf
+    dirty = False
+    n_pilot = pilot.shape[0]
+    for step in range(n_pilot + pair_c.shape[0]):
         if lowest >= M:
             break  # every cell has a pair with M successes: no later pair can beat it
-        cost[:] = np.inf
-        fin[:] = np.inf
+        is_pilot = step < n_pilot
+        p = pilot[step] if is_pilot else step - n_pilot
+        if dirty:  # only a pair that recorded a success left entries to clear
+            cost[:] = np.inf
+            fin[:] = np.inf
         w = run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
                       stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
+        dirty = w != 0  # 0: no simulation succeeded, nothing recorded
         if w <= lowest:
             continue  # beats no cell (-1: stopped early)
         table[:, :] = 0
@@ -160,11 +175,16 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                 table[i, j] = v
         changed = False
         for k in range(K):
-            if best_w[k] >= w:
-                continue  # the pair's count here is at most w
+            if bar[k] >= w:
+                continue  # the pair's count here is at most w: it matters only above bar
             i = cell_i[k]
             j = cell_j[k]
             c = table[i, j]
+            if is_pilot:  # the certain count is at most the pair's count: the best has at least that
+                if c - 1 > bar[k]:
+                    bar[k] = c - 1
+                    changed = True
+                continue
             if uncertain:  # the (simulation, cell) pairs in a rounding band: simulated with the cell's limits
                 for s in range(M):
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
@@ -174,9 +194,11 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             if c > best_w[k]:
                 best_w[k] = c
                 best_p[k] = p
-                changed = True
+                if c > bar[k]:
+                    bar[k] = c
+                    changed = True
         if changed:
-            lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
+            lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, bar, M, stair_b, stair_h)
 
 
 def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons: np.ndarray):
@@ -203,6 +225,14 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     best_w = np.zeros(K, dtype=np.int64)
     best_p = np.zeros(K, dtype=np.int64)
     grid = (bvals, hvals, cell_i.astype(np.int64), cell_j.astype(np.int64))
-    decide_cells_kernel(tb.arr, tb.bounds, dec, (pair_c, pair_m), M, grid, (best_w, best_p), K <= TRACK_CELLS)
+    pilots = policy.__dict__.setdefault("_surface_pilots", {})  # speed only: any pairs give the same choice
+    ready_key = (C, Pm, *dec.ready.tolist())
+    pilot = pilots.get(ready_key, NO_PILOT)
+    decide_cells_kernel(tb.arr, tb.bounds, dec, (pair_c, pair_m, pilot), M, grid, (best_w, best_p), K <= TRACK_CELLS)
+    won = best_p[best_w > 0]
+    if len(won):
+        counts = np.bincount(won)
+        top = np.argsort(-counts, kind="stable")[: min(N_PILOTS, int((counts > 0).sum()))]
+        pilots[ready_key] = np.sort(top).astype(np.int64)
     cand = np.where(best_w > 0, pair_c[best_p], 0)
     return cand, cand_model, cand_count, dec.ready
