@@ -131,7 +131,9 @@ def _pair_screen_tables(arr, bounds, dec):
 def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     """Every cell's first strictly best pair, the pairs simulated in (candidate, member) order.
 
-    ``pairs`` is ``(pair_c, pair_m)``, ``grid`` is ``(bvals, hvals, cell_i,
+    ``pairs`` is ``(pair_c, pair_m, pilot)`` (``pilot``: pair indices run
+    first, only to raise the bar a pair must pass; any pairs give the same
+    choice), ``grid`` is ``(bvals, hvals, cell_i,
     cell_j)`` and ``best`` is ``(best_w, best_p)`` (tuples keep the call's
     arguments named by what they are: tests/test_signatures.py).
     Cell k has budget ``bvals[cell_i[k]]`` and horizon ``hvals[cell_j[k]]``
