@@ -19,13 +19,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from executor.estimates import posterior_arrays
 from executor.offload import PLANNER
 from simulator.costs.arrays import DagArrays
-from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate
-from simulator.engine.loop import first_uncompletable
+from simulator.engine.live_episode import calibrated_estimate
 from simulator.engine.registry import LIVE_PER_ATTEMPT
 from simulator.mcpp.api import build_view
 from simulator.simulate import policy_for
@@ -47,7 +44,7 @@ class Decisions:
 
     async def warm_up(self) -> None:
         """Every kernel the run calls, compiled before the deadline's clock starts: one throwaway decision."""
-        first_uncompletable(self.run.wf.arr, self.run.mask, self.run.legacy_only)
+        self.run.core.uncompletable()
         if not self.run.ready():
             return
         view = build_view(self.run.wf.stats, self.run.wf.arr, self.run.budget, self.run.deadline, [], [], self.run.seed, 0)
@@ -85,11 +82,9 @@ class Decisions:
         if not ready:  # every remaining node waits on a batch in flight: plan again after the next one ends
             return
         now = self.run.elapsed()
-        inflight = []
-        for v, b in sorted(self.run.batches.items()):
-            rem = [self.run.residuals.remaining(v, b.j, now - b.t_launch) for s in b.samples if not s.done]
-            inflight.append({"node_id": self.run.node_ids[v], "model": self.run.wf.stats.model_ids[b.j],
-                             "remaining": rem, "already_success": b.passed})
+        inflight = [{"node_id": self.run.node_ids[v], "model": self.run.wf.stats.model_ids[j], "remaining": rem,
+                     "already_success": passed}
+                    for v, j, rem, passed in self.run.core.inflight(self.run.residuals.remaining, now)]
         arr = self.run.plan_arr
         view = build_view(self.run.wf.stats, arr, max(0.0, self.run.available()), max(self.run.time_left(), 1e-9),
                           [self.run.node_ids[v] for v in range(self.run.n) if self.run.completed[v]], inflight,
@@ -135,14 +130,7 @@ class Decisions:
 
     def calibrated(self, budget_left: float, time_left: float) -> float:
         """The calibrated estimate from the run's state now (:func:`simulator.engine.live_episode.calibrated_estimate`)."""
-        now = self.run.elapsed()
-        flights = []
-        for v, b in sorted(self.run.batches.items()):
-            running = [s for s in b.samples if not s.done]
-            if running:
-                flights.append(LiveFlight(v, b.j, now - b.t_launch, len(running),
-                                          float(np.mean([s.reservation for s in running])), b.passed))
-        start = LiveState(self.run.completed.copy(), self.run.attempt_no.copy(), flights)
+        start = self.run.core.snapshot(self.run.elapsed())
         if self._twin is None:  # the method's own policy object for the estimate's episodes
             self._twin = policy_for(self.run.method, self.run.params, None, self.run.wf.stats.model_ids, self.run.launch_rule)[0]
         return calibrated_estimate(self.run.plan_arr, self._twin, budget_left, time_left, start, seed=self.run.seed,

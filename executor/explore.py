@@ -246,8 +246,8 @@ def _as_explorer(run, policy: ExplorePolicy) -> None:
     run.method = "explore"
     policy.reset(run.wf.arr, run.seed, run.wf.dag_row, run.trial)
     run.launch_rule = LIVE_PER_ATTEMPT
-    run.mask[:] = True
-    run.legacy_only = False
+    run.core.mask[:] = True  # the method's models, as the run's rules see them: every model
+    run.core.legacy_only = False
     run.cap = np.full(run.n, np.inf)
 
 

@@ -1,7 +1,7 @@
 """A run's launches: a decision's action admitted under the live rules, with the prompt's cost, into the ledger.
 
-The steps of admission are :mod:`simulator.engine.live_core`'s, the same the
-simulated live episode takes; what is the executor's own is passed in here,
+Admission is the run's :class:`simulator.engine.live_core.LiveCore`'s, as in
+the simulated live episode; what is the executor's own is passed in here,
 at the call site: a sample's expected cost and ceiling add the cost of its
 prompt (:func:`executor.client.prompt_token_bound` priced at the endpoint's
 input price; the simulator's charges are output only), its room is the
@@ -56,63 +56,56 @@ class Launcher:
         tokens = max(tokens, 0)
         return tokens, prompt + tokens * per_token
 
+    def _take(self, samples: dict[int, list[Sample]], *, refuse_empty: bool):
+        """A sample the rules admitted at ``r``: its ``max_tokens`` and reservation, held in the ledger for its
+        batch (None, a refusal, when ``refuse_empty`` and it cannot buy one output token)."""
+        def take(v: int, j: int, a: int, r: float) -> float | None:
+            tokens, reservation = self.capped(v, j, r)
+            if refuse_empty and tokens < 1:
+                return None
+            samples.setdefault(v, []).append(Sample(a, reservation, tokens, res=self.run.ledger.hold(reservation, v)))
+            return reservation
+        return take
+
     def launch_per_attempt(self, ready: list[int], action) -> None:
-        """The live rules' per-attempt launch (:func:`simulator.engine.live_core.admit_attempts`); a sample's
-        expected cost and ceiling add its prompt's cost, and it must buy at least one output token."""
+        """The live rules' per-attempt launch (:meth:`simulator.engine.live_core.LiveCore.launch_per_attempt`); a
+        sample's expected cost and ceiling add its prompt's cost, its room is the ledger's, and it must buy at
+        least one output token."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
-        for v in core.launch_order(ready, counts, self.run.node_ids):
-            j = int(models[v])
-            if j < 0 or not self.run.plan_arr.available[v, j]:
-                continue
-            samples: list[Sample] = []
-            need = self.expected_cost(v, j)
-
-            def take(r: float, v: int = v, j: int = j, need: float = need, samples: list = samples) -> bool:
-                a = self.consume_attempt(v, j)
-                tokens, reservation = self.capped(v, j, r)
-                if tokens < 1:
-                    return self.refused(v, j, a, need)
-                samples.append(Sample(a, reservation, tokens, res=self.run.ledger.hold(reservation, v)))
-                return True
-
-            core.admit_attempts(int(counts[v]), need, lambda v=v: self.run.node_room(v), self.ceiling(v, j), self.run.rules.unit,
-                           take, lambda v=v, j=j, need=need: self.refused(v, j, self.consume_attempt(v, j), need))
-            if samples:
-                self.run.start_batch(v, j, samples)
+        samples: dict[int, list[Sample]] = {}
+        for v, j, b, refused in self.run.core.launch_per_attempt(
+                ready, models, counts, self.run.elapsed(), expected=self.expected_cost, ceiling=self.ceiling,
+                room=self.run.node_room, unit=self.run.rules.unit, take=self._take(samples, refuse_empty=True)):
+            if refused >= 0:
+                self.refused(v, j, refused, self.expected_cost(v, j))
+            if b is not None:
+                self.run.start_batch(v, b, samples[v])
         self.run.write_ledger()
 
-    def consume_attempt(self, v: int, j: int) -> int:
-        """The next attempt number of (v, j), consumed (a refused attempt's too, as in the simulator)."""
-        a = int(self.run.attempt_no[v * self.run.m + j])
-        self.run.attempt_no[v * self.run.m + j] += 1
-        return a
-
-    def refused(self, v: int, j: int, a: int, need: float) -> bool:
+    def refused(self, v: int, j: int, a: int, need: float) -> None:
         self.run.trace.write("request", t=round(self.run.elapsed(), 6), node=self.run.node_ids[v],
-                         model=self.run.wf.stats.model_ids[j], attempt=a, status="refused", expected_cost=need,
-                         budget_left=self.run.available())
-        return False
+                             model=self.run.wf.stats.model_ids[j], attempt=a, status="refused", expected_cost=need,
+                             budget_left=self.run.available())
 
     def launch_atomic(self, ready: list[int], action) -> None:
-        """The live rules' atomic launch (:func:`simulator.engine.live_core.admit_atomic`): admitted on expected
-        costs (with the prompts' costs), each sample capped at its share."""
+        """The live rules' atomic launch (:meth:`simulator.engine.live_core.LiveCore.launch_atomic`): admitted on
+        expected costs (with the prompts' costs), each sample capped at its share."""
         models, counts = (np.asarray(a, dtype=np.int64) for a in action)
         avail = self.run.available()
-        adm = core.admit_atomic(ready, models, counts, lambda v, j: bool(self.run.plan_arr.available[v, j]),
-                           self.expected_cost, avail, len(self.run.batches))
+        samples: dict[int, list[Sample]] = {}
+        adm, opened = self.run.core.launch_atomic(ready, models, counts, self.run.elapsed(),
+                                                  expected=self.expected_cost, ceiling=self.ceiling,
+                                                  budget_left=avail, unit=self.run.rules.unit,
+                                                  take=self._take(samples, refuse_empty=False))
         if adm.what == core.STALL:
             raise Ended("stalled", f"the action gives node {self.run.node_ids[adm.node]} no sample")
         if adm.what == core.END:
             self.run.trace.write("request", t=round(self.run.elapsed(), 6), node=None, model=None, attempt=None,
-                             status="refused", expected_cost=adm.total, budget_left=avail)
+                                 status="refused", expected_cost=adm.total, budget_left=avail)
             raise Ended("budget_exhausted", f"the launch's expected cost ({adm.total:.6g}) does not fit in the "
                                              f"budget left ({avail:.6g} of {self.run.budget:.6g})")
         if adm.what != core.LAUNCH:
             return  # samples in flight hold part of the budget: decide again when the next batch ends
-        for v, j, k, r in core.atomic_shares(adm, avail, self.ceiling, self.run.rules.unit):
-            a0 = int(self.run.attempt_no[v * self.run.m + j])
-            self.run.attempt_no[v * self.run.m + j] += k
-            tokens, reservation = self.capped(v, j, r)
-            self.run.start_batch(v, j, [Sample(a0 + i, reservation, tokens, res=self.run.ledger.hold(reservation, v))
-                                    for i in range(k)])
+        for v, b in opened:
+            self.run.start_batch(v, b, samples[v])
         self.run.write_ledger()

@@ -5,9 +5,11 @@ trace, the deadline, the models' exits); its parts are
 :mod:`executor.deciding` (the decisions), :mod:`executor.launching` (the
 launches), :mod:`executor.sampling` (the HTTP side, with
 :mod:`executor.retry`'s decision) and :mod:`executor.ledger` (the money).
-The run follows the simulator's ``live`` execution rules
-(:mod:`simulator.engine.live_core` and :mod:`simulator.engine.live_rules`,
-which both drivers call;
+The run follows the simulator's ``live`` execution rules: their state is
+the run's :class:`simulator.engine.live_core.LiveCore` (completed nodes,
+attempt numbers, batches in flight and their answers, what may still be
+used), told what happens and asked what the rules say, as the simulated
+live episode does (:mod:`simulator.engine.live_rules` holds their numbers;
 ``docs/semantics.md``), so a live episode and its simulated twin (the same
 keyed draws) end the same way, and the method's planner plans for the rules
 it will meet:
@@ -84,14 +86,8 @@ from executor.tasks import Task
 from executor.trace import Trace, summarize
 from executor.workflow import EXECUTOR_VERSION
 from simulator.costs.arrays import DagArrays
-from simulator.engine.live_core import (
-    method_uses,
-    ready_nodes,
-    some_launch_fits,
-    stuck_node,
-)
+from simulator.engine.live_core import CoreBatch, LiveCore
 from simulator.engine.live_episode import live_tables
-from simulator.engine.loop import first_uncompletable
 from simulator.engine.registry import LIVE, execution_of
 from simulator.methods import method_spec
 from simulator.pools.pool import DagStats
@@ -207,16 +203,16 @@ class LiveRun:
                                                    execution_of(self.spec, LIVE).launch)
         self.policy.reset(arr, self.seed, wf.dag_row, self.trial)
         self.rules = live_tables(arr)
-        self.mask = np.zeros(arr.m, dtype=np.bool_)
-        self.mask[self.policy.model_positions(arr)] = True
-        self.legacy_only = bool(self.policy.legacy_only)
+        mask = np.zeros(arr.m, dtype=np.bool_)
+        mask[self.policy.model_positions(arr)] = True
         self.cap = np.asarray(self.policy.budget_caps(arr, self.budget), dtype=np.float64)  # static baselines' shares
         self.n, self.m = arr.n, arr.m
         self.node_ids = [int(x) for x in wf.stats.node_ids]
-        self.parents = [list(arr.parent_idx[arr.parent_ptr[v]:arr.parent_ptr[v + 1]]) for v in range(arr.n)]
-        self.completed = np.zeros(arr.n, dtype=np.bool_)
-        self.batches: dict[int, Batch] = {}
-        self.attempt_no = np.zeros(arr.n * arr.m, dtype=np.int64)
+        #: the run's rule state (completed nodes, attempt numbers, batches in flight, what it may still use)
+        self.core = LiveCore(arr, mask, bool(self.policy.legacy_only), self.node_ids,
+                             early_end=self.opt.cancel_siblings)
+        self.parents, self.completed = self.core.parents, self.core.completed
+        self.batches: dict[int, Batch] = {}  # the I/O side of the core's batches in flight (requests' tasks)
         self.accepted: dict[int, str] = {}  # node position -> the passing answer (its children's context)
         self._messages: dict[int, list[dict[str, str]]] = {}  # node position -> its requests' messages
         self.ledger = Ledger(self.budget)
@@ -324,14 +320,14 @@ class LiveRun:
         deadline_task = asyncio.ensure_future(self._deadline_watch())
         reason, message = "completed", ""
         try:
-            if first_uncompletable(self.wf.arr, self.mask, self.legacy_only) >= 0:
+            if self.core.uncompletable() >= 0:
                 raise Ended("stalled", "a node no allowed model can complete")
             await self.decide()
             self.launched.set()
             while not self.completed.all():
                 if self._halt.done():
                     raise self._halt.result()
-                if not self.batches:
+                if not self.core.batches:
                     raise Ended(*self.no_progress())
                 getter = asyncio.ensure_future(self.finished.get())
                 await asyncio.wait({getter, self._halt}, return_when=asyncio.FIRST_COMPLETED)
@@ -386,23 +382,14 @@ class LiveRun:
         stuck = self.stuck()
         if stuck is not None:
             return stuck
-        if some_launch_fits(self.ready(), self.m, self.allowed, self.launcher.expected_cost, self.node_room):
+        if self.core.launch_fits(self.launcher.expected_cost, self.node_room):
             return "stalled", f"the method launched nothing for ready node(s) {[self.node_ids[r] for r in self.ready()]}"
         return "budget_exhausted", (f"the budget left ({self.available():.6g} of {self.budget:.6g}) cannot pay the "
                                     f"expected cost of any launch of node(s) {[self.node_ids[r] for r in self.ready()]}")
 
-    def method_uses(self, v: int, j: int) -> bool:
-        """Is model j on node v one of the method's (its models, or the node's legacy model), refused or not?"""
-        return method_uses(self.wf.arr, self.mask, self.legacy_only, v, j)
-
-    def allowed(self, v: int, j: int) -> bool:
-        """May the run still launch model j on node v (the method's models, not refused, its model not down)?"""
-        return self.method_uses(v, j) and bool(self.plan_arr.available[v, j])
-
     def stuck(self) -> tuple[str, str] | None:
         """(termination, message) when an unfinished node has no model left that could complete it."""
-        v = stuck_node(self.n, self.m, self.completed, lambda u: u in self.batches and self.batches[u].passed,
-                       self.allowed, lambda u: u in self.batches and any(not s.done for s in self.batches[u].samples))
+        v = self.core.stuck()
         if v >= 0:
             causes = [self.down[m] for j, m in enumerate(self.wf.stats.model_ids)
                       if self.wf.arr.available[v, j] and m in self.down]
@@ -418,16 +405,15 @@ class LiveRun:
             self.halt(Ended(*stuck))
 
     def ready(self) -> list[int]:
-        return ready_nodes(self.n, self.completed, self.batches.__contains__, self.parents)
+        return self.core.ready()
 
     # -- what the planner may still use ----------------------------------------------------
 
-    def _narrow(self, pairs: list[tuple[int, int]]) -> None:
-        avail = self.plan_arr.available.copy()
-        for v, j in pairs:
-            avail[v, j] = False
-        self.plan_arr = self.plan_arr._replace(available=avail)
+    def _narrowed(self) -> None:
+        """The core took pairs out: the planner sees what the run may still use; a node left with none ends it."""
+        self.plan_arr = self.plan_arr._replace(available=self.core.available.copy())
         self.policy.reset(self.plan_arr, self.seed, self.wf.dag_row, self.trial)
+        self.check_stuck()
 
     def model_down(self, model_id: str, r: TryResult) -> None:
         """An endpoint that refuses everything or stays down: out of the planner's view for the run."""
@@ -445,9 +431,8 @@ class LiveRun:
         self.down[model_id] = (termination, f"model {model_id!r} ({ep.url}) {why}")
         self.trace.write("endpoint", t=round(self.elapsed(), 6), model=model_id, url=ep.url, state="down",
                          termination=termination, kind=r.kind, status=r.status_code, message=why)
-        j = self.wf.stats.model_ids.index(model_id)
-        self._narrow([(v, j) for v in range(self.n)])
-        self.check_stuck()
+        self.core.model_down(self.wf.stats.model_ids.index(model_id))
+        self._narrowed()
 
     def refuse_pair(self, v: int, j: int, why: str) -> None:
         """A refusal that would repeat for this node's request on this model: (v, j) is out for the run."""
@@ -455,8 +440,8 @@ class LiveRun:
             return
         model_id = self.wf.stats.model_ids[j]
         self.pair_refusals[(v, j)] = f"model {model_id!r} ({self.endpoints[model_id].url}) {why}"
-        self._narrow([(v, j)])
-        self.check_stuck()
+        self.core.narrow([(v, j)])
+        self._narrowed()
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -466,11 +451,13 @@ class LiveRun:
 
     # -- launches --------------------------------------------------------------------------
 
-    def start_batch(self, v: int, j: int, samples: list[Sample]) -> None:
-        b = Batch(v, j, self.elapsed(), samples)
+    def start_batch(self, v: int, core: CoreBatch, samples: list[Sample]) -> None:
+        """Send the samples of the batch the core opened on node ``v`` (sample i is the core's sample i)."""
+        b = Batch(v, core.j, core, samples)
         self.batches[v] = b
         self.samples_started += len(samples)
-        for s in samples:
+        for i, s in enumerate(samples):
+            s.slot = i
             s.hold = self._hold()  # model time waits until the request is on the wire (or waits for a reason)
             s.task = asyncio.ensure_future(self.io.sample(b, s))
             s.task.add_done_callback(lambda _t, s=s: self._release(s))  # also a task cancelled before it ran
@@ -511,9 +498,9 @@ class LiveRun:
         b = self.batches.pop(v, None)
         if b is None:
             return
+        self.core.end_batch(v)
         self.ledger.end_batch(v)
-        if b.passed:
-            self.completed[v] = True
+        if b.core.passed:
             self.accepted[v] = next(iter(b.answers.values()), "")
 
     async def cancel_all(self, reason: str = "run_end") -> None:

@@ -39,6 +39,7 @@ from executor.endpoints import Endpoint
 from executor.ledger import HELD, SETTLED, UNBILLED, Hold, Reservation, billing_of
 from executor.retry import ANSWER, DOWN, DOWN_BY_RETRY_AFTER, REFUSE_PAIR, RETRY, Step, next_step
 from executor.tasks import Task
+from simulator.engine.live_core import Answered, CoreBatch
 
 #: :meth:`SampleRequests._may_send`: the sample waited at its endpoint's gate; decide again
 _AGAIN = -1.0
@@ -62,8 +63,8 @@ class Sample:
     max_tokens: int
     res: Reservation | None = None
     task: asyncio.Task | None = None
-    passed: bool = False
-    done: bool = False
+    #: its place in its batch: sample ``slot`` of the core's batch (:class:`simulator.engine.live_core.CoreBatch`)
+    slot: int = -1
     #: why it was cancelled: "deadline", "sibling" (a sibling passed) or "run_end" (the run ended otherwise)
     cancel_reason: str | None = None
     #: a pausable clock's hold from the launch until the request is on the wire (LiveRun._hold)
@@ -78,14 +79,13 @@ class Sample:
 
 @dataclass
 class Batch:
-    """The samples of one (node, model) launched together; the node completes if one passes."""
+    """The requests of one (node, model) batch in flight; its rule state (launch time, answers, losses, whether
+    one passed) is ``core``, the run's :class:`~simulator.engine.live_core.LiveCore` batch."""
 
     v: int
     j: int
-    t_launch: float
+    core: CoreBatch
     samples: list[Sample]
-    judged: int = 0
-    passed: bool = False
     answers: dict[int, str] = field(default_factory=dict)
 
 
@@ -140,28 +140,27 @@ class SampleRequests:
                     passed, why = await verifiers.judge(task, out.text, parents,
                                                         self.run.clock.to_wall(max(self.run.time_left(), 0.0)))
                 judge_wall = time.perf_counter() - judge0
-                self.run.obs.add(v, b.j, passed, self.run.elapsed() - b.t_launch, out.charge)
+                self.run.obs.add(v, b.j, passed, self.run.elapsed() - b.core.t_launch, out.charge)
         except asyncio.CancelledError:
-            s.done = True
+            if self.run.core.batches.get(v) is b.core:
+                self.run.core.lose(v, s.slot)
             raise
         except Exception as exc:  # noqa: BLE001 (a bug in one sample is that sample's failure, in the trace)
             passed, why = False, f"executor_error: {type(exc).__name__}: {exc}"[:200]
             judge_wall = None
-        s.passed, s.done = passed, True
-        b.judged += 1
-        if passed and not b.passed:
-            b.passed = True
+        core = self.run.core
+        ans = core.answer(v, s.slot, passed) if core.batches.get(v) is b.core else Answered(False, False)
+        if ans.first:
             b.answers[s.index] = out.text
         self.run.trace.write("verdict", t=round(self.run.elapsed(), 6), node=node_id, model=model_id, attempt=s.index,
                          passed=passed, reason=why, judge_wall_s=None if judge_wall is None else round(judge_wall, 6),
-                         node_completed=bool(b.passed and (b.judged == len(b.samples) or self.run.opt.cancel_siblings)))
-        if passed and self.run.opt.cancel_siblings:
-            for o in b.samples:
-                if o is not s and not o.done and o.task is not None:
+                         node_completed=b.core.completes(core.early_end))
+        if ans.over:
+            for i in core.running(v):  # a pass that ends the batch early: its siblings are cancelled
+                o = b.samples[i]
+                if o.task is not None:
                     o.cancel_reason = o.cancel_reason or "sibling"
                     o.task.cancel()
-            self.run._finish(v)
-        elif b.judged == len(b.samples) and not (b.passed and self.run.opt.cancel_siblings):
             self.run._finish(v)
 
     async def request(self, b: Batch, s: Sample) -> Outcome:
@@ -446,7 +445,7 @@ class SampleRequests:
             if self.run.completed[v]:
                 continue
             for j, m in enumerate(self.run.wf.stats.model_ids):
-                if not self.run.method_uses(v, j):
+                if not self.run.core.method_uses(v, j):
                     continue
                 any_model = True
                 if m in self.run.down:

@@ -5,11 +5,12 @@ CPython wrapper for it, see simulator/base/jit.py), so this static check stands 
 for the error numba cannot raise: every name decorated ``@compiled_only`` in
 the repository may appear only inside ``@njit``/``@compiled_only`` bodies and
 in import statements. Passing one as a value from Python (a dispatch table, a
-``fn = a if c else b``) counts as a reference too, with two exceptions that
+``fn = a if c else b``) counts as a reference too, with three exceptions that
 handle the dispatcher as an object and never call it (the cold-start helper,
 simulator/cli/prewarm_groups.py): the first argument of ``compile_for`` (compiles
 it for given argument types) and the body of ``waited_kernels`` (the kernels
-whose cache lookup waits for the helper).
+whose cache lookup waits for the helper), and ``name.py_func`` (its Python
+source, compiled again as an inlined copy: simulator/mcpp/kernel.py).
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def python_references(tree: ast.Module, names: set[str]) -> list[tuple[int, str]
             for child in [node.func, *node.args[1:], *node.keywords]:
                 visit(child, in_compiled)
             return
+        if (isinstance(node, ast.Attribute) and node.attr == "py_func" and isinstance(node.value, ast.Name)
+                and node.value.id in names):
+            return  # its Python source, compiled again (an inlined copy): the dispatcher is never called
         if not in_compiled:
             if isinstance(node, ast.Name) and node.id in names:
                 found.append((node.lineno, node.id))

@@ -246,3 +246,41 @@ def test_the_header_and_the_progress_show_before_the_work_ends():
     assert text.lstrip().startswith("quote: MCPP on DAG 0"), text
     assert moving.search(seen) and still_running, text
     assert text.index("quote: MCPP") < text.index("loading the simulator: 0 episodes simulated") < text.index("DAG 0 is")
+
+
+def test_the_planners_shortcuts_leave_the_quote_unchanged():
+    """The planner's exact shortcuts under the live rules (the argmax's early stop, candidates refused at their
+    launch not simulated, ``docs/mcpp.md``) against the planner without them (``prune`` off): every episode the
+    same trial for trial at budgets on both sides of the answer, and the same quote (budget, rate, 0.8 x rate)."""
+    from executor.quote_episodes import EpisodeRunner
+    from executor.quote_search import cheapest
+
+    pool = load_pool(POOL)
+    arr = dag_arrays(pool, 0, CostSetting())
+    axis = nominal_budget(arr) * np.geomspace(AXIS_LO, AXIS_HI, AXIS_N)
+    fast = RunSettings(seed=0, cost=CostSetting(), execution_rules=LIVE)
+    plain = RunSettings(seed=0, cost=CostSetting(), execution_rules=LIVE, mcpp={"prune": False})
+    trials = list(range(8))
+    for b in (2500.0, 4500.0, 6000.0):
+        got = []
+        for settings in (fast, plain):
+            runner = EpisodeRunner(pool, 0, "mc_portfolio_rollout", 60.0, settings, threads=1)
+            got.append([runner.episode(b, t) for t in trials])
+        assert got[0] == got[1], b
+    search = BudgetSearch(pool, 0, "mc_portfolio_rollout", 60.0, 10, plain, threads=1)
+    try:
+        b = cheapest(search, axis, 0.8, BISECTIONS)
+        ref = (b, search.rate(b), search.rate(0.8 * b))
+    finally:
+        search.close()
+    q = quote(pool, 0, "MCPP", 60.0, 0.8, 10)
+    assert b is not None and (q.budget, q.rate, q.rate_at_80pct) == ref
+
+
+@pytest.mark.slow
+def test_the_readme_quote_is_the_answer_it_gave_before_the_faster_planner():
+    """The README's quote (MCPP, live rules, 200 trials): the answer main gave before the planner's shortcuts
+    under the live rules (0e35dee, 49 CPU-s): 4,493.97 tokens, 90.0% on time, 67.5% at 0.8 x it."""
+    q = quote(load_pool(POOL), 0, "MCPP", 60.0, 0.9, 200)
+    assert q.budget == pytest.approx(4493.972687006625, rel=1e-9)
+    assert (q.rate, q.rate_at_80pct) == (0.9, 0.675)

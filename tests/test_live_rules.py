@@ -185,7 +185,8 @@ def test_plan_and_predict_take_the_live_rules(tmp_path):
 def test_calibrated_estimate_from_the_start_is_the_realized_rate():
     """From the start state the calibrated estimate (whole live-rule episodes, draws independent of the run) is the
     method's on-time rate: against 1,000 realized episodes within 4 standard errors of the two means."""
-    from simulator.engine.live_episode import LiveFlight, LiveState, calibrated_estimate
+    from simulator.engine.live_core import LiveFlight, LiveState
+    from simulator.engine.live_episode import calibrated_estimate
     from simulator.engine.registry import LIVE_PER_ATTEMPT
     from simulator.simulate import policy_for
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import asyncio
 
+import numpy as np
 from executor_helpers import nominal, workflow
 from test_layers import ROOT
 
@@ -87,3 +88,46 @@ def test_a_runs_result_carries_its_report(tmp_path):
     events, torn = read_trace(path)
     assert res.summary == summarize(events, torn)
     assert res.summary["termination"] == res.termination
+
+
+def test_the_drivers_hold_a_live_core_and_state_no_rule():
+    """Both live drivers take the rules' state and steps from their ``LiveCore``: neither imports a step of
+    :mod:`simulator.engine.live_core` or a rule of :mod:`simulator.engine.live_rules` about admission, nor keeps
+    attempt numbers or batch verdicts of its own (before the core, the executor's launches called the step
+    functions with its own attempt counter, and its batches counted their judged samples)."""
+    from executor.live import LiveRun
+    from executor.sampling import Batch, Sample
+
+    steps = {"admit_attempts", "admit_atomic", "atomic_shares", "launch_order", "ready_nodes", "stuck_node",
+             "some_launch_fits", "method_uses", "attempt_reservation", "atomic_admission", "atomic_reservation"}
+    for path in ("executor/live.py", "executor/launching.py", "executor/deciding.py", "executor/sampling.py",
+                 "simulator/engine/live_episode.py"):
+        tree = ast.parse((ROOT / path).read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").startswith("simulator.engine.live_") for a in n.names}
+        called = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                  and isinstance(n.value, ast.Name) and n.value.id == "core"}
+        assert not (imported | called) & steps, (path, (imported | called) & steps)
+    assert not {"attempt_no", "judged", "passed", "done", "t_launch"} & (
+        set(Batch.__dataclass_fields__) | set(Sample.__dataclass_fields__))
+    src = ast.unparse(next(n for n in ast.parse((ROOT / "executor" / "live.py").read_text()).body
+                           if isinstance(n, ast.ClassDef) and n.name == LiveRun.__name__))
+    assert "attempt_no" not in src and "self.core = LiveCore(" in src
+
+
+def test_the_explorer_is_every_model_to_the_runs_core():
+    """``explore`` turns a ``sequential`` run (the legacy model only) into one that may use every model: its core,
+    which answers the stuck and no-progress tests, must say so too (the rules read the core's mask and legacy
+    flag, not copies on the run)."""
+    from executor.clock import Clock
+    from executor.explore import ExplorePolicy, _as_explorer
+    from executor.live import LiveRun
+    from executor.trace import Trace
+
+    _, wf = workflow()
+    B, D = nominal(wf)
+    run = LiveRun(wf, {}, "sequential", B, D, http=None, clock=Clock(1.0), trace=Trace(None))
+    pairs = [(v, j) for v in range(wf.arr.n) for j in range(wf.arr.m) if wf.arr.available[v, j]]
+    assert not all(run.core.allowed(v, j) for v, j in pairs)  # sequential: the legacy model only
+    _as_explorer(run, ExplorePolicy(np.zeros((wf.arr.n, wf.arr.m), dtype=np.int64), seed=0))
+    assert all(run.core.allowed(v, j) for v, j in pairs)

@@ -14,6 +14,7 @@ from simulator.mcpp.candidates import (
     RANDOM,
     candidates_key,
     choose_free_nodes,
+    faithful_draw,
     generate_candidates,
 )
 
@@ -153,3 +154,40 @@ def test_corrected_generator():
     assert len({a[fixed[0]][0] for a in actions[n_base:]}) == 4
     # deterministic for the same key
     assert run(4, 5, generator="corrected")[0] == run(4, 5, generator="corrected")[0]
+
+
+@pytest.mark.parametrize("n_ready", [2, 3, 5])
+def test_faithful_list_reads_its_key_only_through_the_draw(n_ready):
+    """Keys with the same ``faithful_draw`` give the same list (what the planner's per-episode list cache rests on),
+    with some nodes lacking a model, and different draws give different lists here."""
+    rng = np.random.default_rng(5)
+    available = rng.random((n_ready, 4)) < 0.7
+    available[:, 1] = True
+    ready, models = list(range(n_ready)), [0, 1, 2, 3]
+    by_draw: dict = {}
+    for decision in range(60):
+        key = candidates_key(42, 3, 1, decision)
+        got = generate_candidates(available, ready, models, KS, 3, len(KS) ** 3, 260, key)
+        seen = by_draw.setdefault(faithful_draw(key, n_ready, 3), got)
+        assert got == seen
+    assert len(by_draw) > 1
+
+
+def test_the_planners_list_cache_gives_the_fresh_lists():
+    """A planner that decides many states (lists from its cache once seen) decides as planners that start fresh."""
+    from simulator.costs.arrays import CostSetting, dag_arrays
+    from simulator.costs.nominal import nominal_budget, nominal_deadline
+    from simulator.engine.episode import run_policy_episode
+    from simulator.mcpp.policy import MCPortfolioPolicy
+    from simulator.pools.pool import load_pool
+
+    pool = load_pool("examples/example_pool.jsonl")
+    arr = dag_arrays(pool, 0, CostSetting())
+    B, D = nominal_budget(arr), nominal_deadline(arr)
+    params = {"M": 8}
+    kept = MCPortfolioPolicy(params)
+    for trial in range(6):
+        a = run_policy_episode(arr, kept, 0.5 * B, 1.5 * D, 0, 0, trial)
+        b = run_policy_episode(arr, MCPortfolioPolicy(params), 0.5 * B, 1.5 * D, 0, 0, trial)
+        assert (a.success, a.makespan, a.total_cost) == (b.success, b.makespan, b.total_cost)
+    assert kept.episode_tables.keyed  # the cache was used

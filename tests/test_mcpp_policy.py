@@ -107,7 +107,9 @@ def test_atomic_deadline_with_correlated_rows():
     assert abs(d.score - 0.5) < 4 * np.sqrt(0.25 / 2000)
 
 
-def test_pruning_is_exact():
+@pytest.mark.parametrize("rule", ["atomic", "live_atomic"])
+def test_pruning_is_exact(rule):
+    """The same choice and score with the planner's shortcuts on and off (under the live rules: the early stop)."""
     pool = pool_from_objects([layered_dag(s, n_nodes=9) for s in range(2)])
     for i in range(2):
         arr = dag_arrays(pool, i, CostSetting())
@@ -115,28 +117,31 @@ def test_pruning_is_exact():
         for b, dl in ((B, D), (0.4 * B, 0.6 * D)):
             res = []
             for prune in (True, False):
-                pol = MCPortfolioPolicy({"M": 8, "max_candidate_actions": 40}, prune=prune)
+                pol = MCPortfolioPolicy({"M": 8, "max_candidate_actions": 40}, prune=prune, launch_rule=rule)
                 pol.reset(arr, 7, i, 0)
                 d = pol.decide(first_view(arr, b, dl, seed=7, dag=i))
                 res.append((d.candidate, d.member, d.score))
             assert res[0] == res[1]
 
 
-def test_beat_best_stops_only_pairs_that_cannot_win():
+@pytest.mark.parametrize("rule", ["atomic", "live_atomic"])
+def test_beat_best_stops_only_pairs_that_cannot_win(rule):
     """``run_pairs_serial(beat_best=True)``: the same first strict maximum and count as every pair run in full.
 
     Every pair it stops (-1) has, run in full, at most the best count of the
-    pairs before it, at loose and tight limits (where most pairs tie at 0).
+    pairs before it, at loose and tight limits (where most pairs tie at 0);
+    under the live rules too (it counts wins only; the quote's planner uses it there).
     """
     from simulator.mcpp.kernel import run_pairs_serial
 
     pool = pool_from_objects([layered_dag(s, n_nodes=9) for s in range(3)])
-    stopped = 0
+    stopped = refused = 0
     for i in range(3):
         arr = dag_arrays(pool, i, CostSetting())
         B, D = nominal_budget(arr), nominal_deadline(arr)
         for b, dl in ((2 * B, 2 * D), (B, D), (0.4 * B, 0.6 * D)):
-            pol = MCPortfolioPolicy({"M": 16, "max_candidate_actions": 60})
+            pol = MCPortfolioPolicy({"M": 16, "max_candidate_actions": 60}, launch_rule=rule)
+            assert pol.beat_best and pol.prune == (rule == "atomic")
             pol.reset(arr, 7, i, 0)
             _mode, _nb, cand_model, _cc, members, dec = pol.prepare(first_view(arr, b, dl, seed=7, dag=i))
             pc, pm = pol.episode_tables.pair_indices(cand_model.shape[0], len(members))
@@ -149,7 +154,15 @@ def test_beat_best_stops_only_pairs_that_cannot_win():
             cut = fast < 0
             assert (full[cut] <= before[cut]).all() and (fast[~cut] == full[~cut]).all()
             stopped += int(cut.sum())
+            if rule == "live_atomic":  # a candidate not admitted at once (nothing in flight): 0 wins, not run
+                kappa = pol.episode_tables.arr.kappa
+                expected = (dec.cand_count * kappa[dec.ready[None, :], dec.cand_model]).sum(axis=1)[pc]
+                never = expected > dec.budget
+                never[0] = False  # the first pair is always run
+                assert (full[never] == 0).all() and (fast[never] == -1).all()
+                refused += int(never.sum())
     assert stopped > 0  # the stop really happens
+    assert refused > 0 or rule == "atomic"
 
 
 def test_inflight_attempts_known_times_redrawn_success():

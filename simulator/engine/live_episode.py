@@ -2,18 +2,24 @@
 
 The event loop (batch ends in time order, completion checked before the
 deadline) is the compiled one of :mod:`simulator.engine.loop`; what differs
-from the other modes is decided here, with the rules' functions: launches
-are admitted on expected costs, each sample is capped at its reservation
-(cut there and failed when its draw is larger), a batch holds its
-reservations until it ends, and the planner sees estimated remaining times.
-The live executor (:mod:`executor.live`) follows the same functions, so a
-live run and its simulated twin (the same keyed draws) end the same way.
+from the other modes is decided by the run's
+:class:`~simulator.engine.live_core.LiveCore`, which this driver tells what
+happens (launches, answers as their drawn times pass, batch ends, samples
+lost at the deadline) and asks what the rules say (ready nodes, the
+admission of a launch, the decisions' view, whether a launch still fits):
+launches are admitted on expected costs, each sample is capped at its
+reservation (cut there and failed when its draw is larger), a batch holds
+its reservations until it ends, and the planner sees estimated remaining
+times. This driver keeps the clock, the money (the budget left, charges
+and holds) and the drawn answers (:class:`Draws`). The live executor
+(:mod:`executor.live`) drives its own core the same way, so a live run and
+its simulated twin (the same keyed draws) end the same way.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,17 +27,19 @@ from simulator.base.rng import fold
 from simulator.costs.arrays import DagArrays
 from simulator.engine.live_core import (
     END,
-    LAUNCH,
+    RUNNING,
     STALL,
-    admit_atomic,
-    admit_attempts,
-    atomic_shares,
-    launch_order,
+    CoreBatch,
+    LiveCore,
+    LiveFlight,
+    LiveState,
 )
 from simulator.engine.live_rules import OVERDUE_S, Residuals, capped_charge, charge_ceilings, reservation_unit
 from simulator.engine.loop import (
     BUDGET_EXHAUSTED,
     BUDGET_LEFT,
+    DEADLINE,
+    DEADLINE_EXHAUSTED,
     DECISIONS,
     ENDED,
     EVENT_CAP,
@@ -46,30 +54,32 @@ from simulator.engine.loop import (
     add_batch,
     advance,
     draw_attempt,
-    first_uncompletable,
     new_state,
-    no_progress_reason,
     node_model_key,
-    ready_nodes,
 )
 from simulator.engine.types import DecisionView, EpisodeResult, episode_result
 
 
 @dataclass
-class LiveBatch:
-    """One in-flight batch under live rules: its samples' draws, caps and charges."""
+class Draws:
+    """The drawn side of one in-flight batch (the simulated world's answers): each sample's answer time, whether
+    it passes (succeeded and not cut) and its capped charge. Its rule state is the core's (:class:`CoreBatch`)."""
 
-    j: int
-    t_launch: float
     ends: np.ndarray  # absolute answer times
     passed: np.ndarray  # bool: succeeded and not cut
     charges: np.ndarray  # what each sample is charged when it answers (capped)
-    reservations: np.ndarray
+    #: the samples in answer order, and how many of them the core was told of (:func:`_answers`)
+    order: list[int] = field(init=False)
+    told: int = field(init=False, default=0)
 
-    @property
-    def extra(self) -> float:
-        """What the batch holds beyond its charges until it ends."""
-        return float(self.reservations.sum() - self.charges.sum())
+    def __post_init__(self) -> None:
+        ends = self.ends.tolist()
+        self.order = sorted(range(len(ends)), key=ends.__getitem__)
+
+
+def _extra(b: CoreBatch, d: Draws) -> float:
+    """What a batch holds beyond its charges until it ends."""
+    return float(np.asarray(b.reservations).sum() - d.charges.sum())
 
 
 class LiveRulesArrays:
@@ -115,81 +125,82 @@ def run_live_episode(arr: DagArrays, policy, budget: float, deadline: float, see
 
     ``start``: a run's state part-way (:class:`LiveState`; times relative to
     it, ``budget`` and ``deadline`` what is left); by default the start.
+    The rule state is a :class:`~simulator.engine.live_core.LiveCore`'s; this
+    driver keeps the clock and the money (the compiled loop's state) and the
+    drawn answers (:class:`Draws`), and tells the core what happens.
     """
     st = new_state(arr.n, arr.m, float(budget), float(deadline), seed, dag, trial)
     st.cnt[EVENT_CAP] = max_events
     policy.reset(arr, seed, dag, trial)
     tables = live_tables(arr)
     resid = Residuals(arr)
-    batches: dict[int, LiveBatch] = {}
-    if start is not None:
-        _enter(arr, st, start, batches)
-    ready_buf = np.empty(arr.n, dtype=np.int64)
     mask = np.zeros(arr.m, dtype=np.bool_)
     mask[policy.model_positions(arr)] = True
     legacy_only = bool(policy.legacy_only)
+    core = LiveCore(arr, mask, legacy_only, arr.node_ids, start=start)
+    draws: dict[int, Draws] = {}
+    if start is not None:
+        _enter(arr, st, start, draws)
     cap = np.asarray(policy.budget_caps(arr, float(budget)), dtype=np.float64).copy()
     wall = 0.0
-    if first_uncompletable(arr, mask, legacy_only) >= 0:
+    if core.uncompletable() >= 0:
         st.cnt[REASON] = STALLED
     while True:
         code = advance(arr, st)
-        for v in [u for u in batches if st.ni[INFLIGHT, u] == 0]:  # the batch that just ended: settled
-            b = batches.pop(v)
-            st.scal[BUDGET_LEFT] += b.extra
+        for v in [u for u in draws if st.ni[INFLIGHT, u] == 0]:  # the batch that just ended: settled
+            d = draws.pop(v)
+            _answers(core, v, d, np.inf)
+            st.scal[BUDGET_LEFT] += _extra(core.end_batch(v), d)
         if code == ENDED:
             break
-        n_ready = ready_nodes(arr, st, ready_buf)
         t = float(st.scal[T])
+        for v, d in draws.items():
+            _answers(core, v, d, t)
+        ready = np.asarray(core.ready(), dtype=np.int64)
         view = DecisionView(arr=arr, t=t, budget_left=float(st.scal[BUDGET_LEFT]), deadline=float(deadline),
-                            completed=st.completed.copy(), ready=ready_buf[:n_ready].copy(),
+                            completed=core.completed.copy(), ready=ready,
                             seed=seed, dag=dag, trial=trial, decision_index=int(st.cnt[DECISIONS]),
-                            **inflight_view(batches, resid, t))
+                            **inflight_view(core, resid, t))
         t0 = time.perf_counter()
-        action = policy.act(view) if n_ready else None
+        action = policy.act(view) if len(ready) else None
         wall += time.perf_counter() - t0
-        st.cnt[PLANNER_CALLS] += 1 if (n_ready or per_attempt) else 0
+        st.cnt[PLANNER_CALLS] += 1 if (len(ready) or per_attempt) else 0
         st.cnt[DECISIONS] += 1
         if action is not None:
             models, counts = (np.asarray(a, dtype=np.int64) for a in action)
             if per_attempt:
-                launch_per_attempt_live(arr, st, tables, batches, view.ready, models, counts, cap)
-            elif launch_atomic_live(arr, st, tables, batches, view.ready, models, counts):
+                launch_per_attempt_live(arr, st, core, tables, draws, view.ready, models, counts, cap)
+            elif launch_atomic_live(arr, st, core, tables, draws, view.ready, models, counts):
                 break
-        if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:
-            st.cnt[REASON] = no_progress_reason(arr, st, mask, legacy_only, cap)
+        if code == NEED_DECISION_IDLE and st.cnt[N_INFLIGHT] == 0:  # nothing in flight, nothing launched
+            fits = core.launch_fits(lambda v, j: float(arr.kappa[v, j]),
+                                    lambda v: min(float(st.scal[BUDGET_LEFT]), cap[v] - float(st.nf[NODE_COST, v])))
+            st.cnt[REASON] = (DEADLINE_EXHAUSTED if st.scal[T] >= st.scal[DEADLINE] else STALLED if fits
+                              else BUDGET_EXHAUSTED)
             break
-    for v, b in batches.items():  # the deadline: samples still running are charged their whole reservation
-        running = b.ends > st.scal[T]
-        more = float((b.reservations[running] - b.charges[running]).sum())
-        st.scal[BUDGET_LEFT] += b.extra - more
+    t_end = float(st.scal[T])
+    for v, d in draws.items():  # the deadline: samples still running are lost, charged their whole reservation
+        _answers(core, v, d, t_end)
+        b = core.batches[v]
+        running = np.array([x == RUNNING for x in b.states], dtype=np.bool_)
+        more = float((np.asarray(b.reservations)[running] - d.charges[running]).sum())
+        st.scal[BUDGET_LEFT] += _extra(b, d) - more
         st.nf[NODE_COST, v] += more
+        for i in np.flatnonzero(running):
+            core.lose(v, int(i))
     result: EpisodeResult = episode_result(st, policy, deadline, wall)
     return result
 
 
-@dataclass
-class LiveFlight:
-    """An in-flight batch of a run part-way: its samples still running, for how long, and what each holds."""
-
-    v: int
-    j: int
-    elapsed: float
-    running: int
-    reservation: float
-    passed: bool = False  # one of its answered samples passed
+def _answers(core: LiveCore, v: int, d: Draws, t: float) -> None:
+    """Tell the core of node ``v``'s samples that answered by time ``t`` (their draws say when and how)."""
+    while d.told < len(d.order) and d.ends[d.order[d.told]] <= t:
+        i = d.order[d.told]
+        d.told += 1
+        core.answer(v, i, bool(d.passed[i]))
 
 
-@dataclass
-class LiveState:
-    """What a live run knows part-way: the completed nodes, the batches in flight, attempts drawn per (node, model)."""
-
-    completed: np.ndarray  # bool (n,)
-    attempt_no: np.ndarray  # int64 (n * m,)
-    inflight: list[LiveFlight]
-
-
-def _enter(arr: DagArrays, st, start: LiveState, batches: dict[int, LiveBatch]) -> None:
+def _enter(arr: DagArrays, st, start: LiveState, draws: dict[int, Draws]) -> None:
     """Put ``start`` into a fresh state: completed nodes, and each running sample drawn again given its elapsed
     time (a row of its (node, model) longer than that, or a parametric draw kept when longer; its remaining time
     the difference), with the episode's own keys."""
@@ -201,14 +212,10 @@ def _enter(arr: DagArrays, st, start: LiveState, batches: dict[int, LiveBatch]) 
         st.cnt[N_COMPLETED] += 1
         for e in range(arr.child_ptr[v], arr.child_ptr[v + 1]):
             st.ni[PARENTS_DONE, arr.child_idx[e]] += 1
-    st.attempt_no[:] = start.attempt_no
     for f in start.inflight:
         lat, passed, charges = _residual_draws(arr, st.key[0], f)
-        res = np.full(f.running, f.reservation)
-        a0 = int(st.attempt_no[f.v * arr.m + f.j])
         add_batch(arr, st, f.v, f.j, lat, passed | f.passed, charges)
-        st.attempt_no[f.v * arr.m + f.j] = a0  # the running samples' numbers were counted already
-        batches[f.v] = LiveBatch(f.j, 0.0, lat, passed, charges, res)
+        draws[f.v] = Draws(lat, passed, charges)
     st.scal[BUDGET_LEFT] = budget_left  # what the decision saw: the batches hold their reservations
 
 
@@ -238,70 +245,66 @@ def _residual_draws(arr: DagArrays, key0, f: LiveFlight):
     return lat, passed, charges
 
 
-def inflight_view(batches: dict[int, LiveBatch], resid: Residuals, t: float) -> dict:
-    """The planner's view of in-flight batches at time t: estimated remaining times of the running samples."""
-    nodes = np.array(sorted(batches), dtype=np.int64)
-    models = np.array([batches[v].j for v in nodes], dtype=np.int64)
-    already = np.zeros(len(nodes), dtype=np.bool_)
-    ptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+def inflight_view(core: LiveCore, resid: Residuals, t: float) -> dict:
+    """The planner's view of in-flight batches at time t (:meth:`LiveCore.inflight`), as the view's arrays."""
+    rows = core.inflight(resid.remaining, t)
+    ptr = np.zeros(len(rows) + 1, dtype=np.int64)
     rem: list[float] = []
-    for q, v in enumerate(nodes):
-        b = batches[int(v)]
-        done = b.ends <= t
-        already[q] = bool(np.any(b.passed & done))
-        rem += [resid.remaining(int(v), b.j, t - b.t_launch) for _ in range(int((~done).sum()))]
+    for q, (_, _, r, _) in enumerate(rows):
+        rem += r
         ptr[q + 1] = len(rem)
-    return {"inflight_node": nodes, "inflight_model": models, "already_success": already, "remaining_ptr": ptr,
+    return {"inflight_node": np.array([r[0] for r in rows], dtype=np.int64),
+            "inflight_model": np.array([r[1] for r in rows], dtype=np.int64),
+            "already_success": np.array([r[3] for r in rows], dtype=np.bool_), "remaining_ptr": ptr,
             "remaining": np.asarray(rem, dtype=np.float64)}
 
 
-def _start(arr, st, batches, v: int, j: int, reservations: np.ndarray) -> None:
-    a0 = int(st.attempt_no[v * arr.m + j])
-    lat, passed, charges = draw_batch(arr, st.key[0], v, j, a0, reservations)
-    add_batch(arr, st, v, j, lat, passed, charges)
-    b = LiveBatch(j, float(st.scal[T]), float(st.scal[T]) + lat, passed, charges, reservations)
-    st.scal[BUDGET_LEFT] -= b.extra
-    batches[v] = b
+def _start(arr, st, draws: dict[int, Draws], v: int, b: CoreBatch) -> None:
+    """Draw and start the batch the core opened on node ``v``; it holds its reservations beyond its charges."""
+    lat, passed, charges = draw_batch(arr, st.key[0], v, b.j, b.attempts[0], np.asarray(b.reservations))
+    add_batch(arr, st, v, b.j, lat, passed, charges)
+    d = Draws(float(st.scal[T]) + lat, passed, charges)
+    st.scal[BUDGET_LEFT] -= _extra(b, d)
+    draws[v] = d
 
 
-def launch_atomic_live(arr, st, tables: LiveRulesArrays, batches, ready, models, counts) -> bool:
-    """The atomic launch under live rules (:func:`simulator.engine.live_core.admit_atomic`); True when the
-    episode ended (``stalled`` or ``budget_exhausted``)."""
-    left = float(st.scal[BUDGET_LEFT])
-    adm = admit_atomic(ready, models, counts, lambda v, j: bool(arr.available[v, j]),
-                       lambda v, j: float(arr.kappa[v, j]), left, int(st.cnt[N_INFLIGHT]))
+def launch_atomic_live(arr, st, core: LiveCore, tables: LiveRulesArrays, draws, ready, models, counts) -> bool:
+    """The atomic launch under live rules (:meth:`simulator.engine.live_core.LiveCore.launch_atomic`); True when
+    the episode ended (``stalled`` or ``budget_exhausted``)."""
+    adm, opened = core.launch_atomic(ready, models, counts, float(st.scal[T]),
+                                     expected=lambda v, j: float(arr.kappa[v, j]),
+                                     ceiling=lambda v, j: float(tables.ceiling[v, j]),
+                                     budget_left=float(st.scal[BUDGET_LEFT]), unit=tables.unit,
+                                     take=lambda v, j, a, r: r)
     if adm.what in (STALL, END):
         st.cnt[REASON] = STALLED if adm.what == STALL else BUDGET_EXHAUSTED
         return True
-    if adm.what != LAUNCH:  # waits for a batch in flight to end
-        return False
-    for v, j, k, r in atomic_shares(adm, left, lambda v, j: float(tables.ceiling[v, j]), tables.unit):
-        _start(arr, st, batches, v, j, np.full(k, r))
+    for v, b in opened:
+        _start(arr, st, draws, v, b)
     return False
 
 
-def launch_per_attempt_live(arr, st, tables: LiveRulesArrays, batches, ready, models, counts, cap) -> None:
-    """The per-attempt launch under live rules (:func:`simulator.engine.live_core.admit_attempts`)."""
-    for v in launch_order(ready, counts, arr.node_ids):
-        j = int(models[v])
-        if j < 0 or not arr.available[v, j]:
-            continue
-        res: list[float] = []
-        book = [float(st.scal[BUDGET_LEFT]), float(st.nf[NODE_COST, v])]  # budget left, node's committed cost
-        refused: list[bool] = []
+def launch_per_attempt_live(arr, st, core: LiveCore, tables: LiveRulesArrays, draws, ready, models, counts,
+                            cap) -> None:
+    """The per-attempt launch under live rules (:meth:`simulator.engine.live_core.LiveCore.launch_per_attempt`):
+    a node's room is the budget left within its static cap, less what its earlier samples reserved."""
+    book: dict[int, list[float]] = {}  # per node: budget left, node's committed cost
 
-        def take(r: float, res: list = res, book: list = book) -> bool:
-            res.append(r)
-            book[0] -= r
-            book[1] += r
-            return True
+    def room(v: int) -> float:
+        bk = book.setdefault(v, [float(st.scal[BUDGET_LEFT]), float(st.nf[NODE_COST, v])])
+        return min(bk[0], cap[v] - bk[1])
 
-        admit_attempts(int(counts[v]), float(arr.kappa[v, j]), lambda v=v, book=book: min(book[0], cap[v] - book[1]),
-                       float(tables.ceiling[v, j]), tables.unit, take, lambda refused=refused: refused.append(True))
-        if res:
-            _start(arr, st, batches, v, j, np.asarray(res))
-        if refused:
-            st.attempt_no[v * arr.m + j] += 1  # the refused attempt's number is consumed
+    def take(v: int, j: int, a: int, r: float) -> float:
+        book[v][0] -= r
+        book[v][1] += r
+        return r
+
+    for v, _, b, _ in core.launch_per_attempt(ready, models, counts, float(st.scal[T]),
+                                              expected=lambda v, j: float(arr.kappa[v, j]),
+                                              ceiling=lambda v, j: float(tables.ceiling[v, j]), room=room,
+                                              unit=tables.unit, take=take):
+        if b is not None:
+            _start(arr, st, draws, v, b)
 
 
 #: the calibrated estimate's episodes draw with this seed offset: independent of the search and of the run

@@ -36,13 +36,14 @@ Under ``live`` rules (``docs/semantics.md``, "Execution-rule modes"):
   ``E[L - e | L > e]`` of the (node, model)'s latency sample given the
   elapsed time e (:class:`Residuals`), not the drawn remaining time.
 
-This module is the one place of these rules' numbers. Their steps (which
-nodes are ready, the order and admission of a launch, what a refusal
-consumes, when a node is stuck) are :mod:`simulator.engine.live_core`'s,
-which calls these functions for the two live drivers: the simulated live
-episode (:mod:`simulator.engine.live_episode`, reached from the episode
-driver :mod:`simulator.engine.episode` under ``live``) and the live
-executor (:mod:`executor.launching`, :mod:`executor.live`). MCPP calls
+This module is the one place of these rules' numbers. Their steps and a
+run's rule state (which nodes are ready, the order and admission of a
+launch, what a refusal consumes, the batches in flight and their answers,
+when a node is stuck) are :class:`simulator.engine.live_core.LiveCore`'s,
+which calls these functions for the two live drivers that hold one: the
+simulated live episode (:mod:`simulator.engine.live_episode`, reached from
+the episode driver :mod:`simulator.engine.episode` under ``live``) and the
+live executor (:mod:`executor.live`, with :mod:`executor.launching`). MCPP calls
 them directly: its member simulations (:mod:`simulator.mcpp.kernel`,
 compiled) and its policy (:mod:`simulator.mcpp.policy`, the ceilings and the
 reservation unit). The reference simulator (:mod:`simulator.engine.reference`)

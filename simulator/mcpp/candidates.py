@@ -136,8 +136,18 @@ def _add_product(out, levels) -> None:
 
 def _split_free(key, R: int, random_free_n: int) -> tuple[list[int], list[int]]:
     """Keyed free nodes (drawn order) and the remaining fixed nodes."""
-    free = choose_free_nodes(key, R, min(R, random_free_n))
+    free = list(faithful_draw(key, R, random_free_n))
     return free, [r for r in range(R) if r not in free]
+
+
+def faithful_draw(key, n_ready: int, random_free_n: int) -> tuple[int, ...]:
+    """All the faithful generator reads of its key: the free nodes, in their drawn order.
+
+    Its list is a function of the ready nodes, the fixed settings (models,
+    ``base_ks``, the caps) and this tuple, so a planner may keep the list of
+    a (ready nodes, draw) it has seen (:meth:`simulator.mcpp.policy.MCPortfolioPolicy.prepare`).
+    """
+    return tuple(choose_free_nodes(key, n_ready, min(n_ready, random_free_n)))
 
 
 def _faithful(out, ready, levels, first, base_ks, random_free_n, max_exact, key, product) -> str:

@@ -40,6 +40,7 @@ from simulator.mcpp.candidates import (
     FULL,
     actions_to_arrays,
     candidates_key,
+    faithful_draw,
     generate_candidates,
 )
 from simulator.mcpp.kernel import NO_CEILING, DecisionState, plan_bounds, run_pairs, run_pairs_serial
@@ -67,6 +68,8 @@ __all__ = [
 PREFIX = "mc_portfolio_"
 #: candidate modes that draw nothing: their list is a function of the ready set alone (cached per episode)
 KEYLESS_MODES = (FULL, CORRECTED_FULL)
+#: faithful candidate lists kept per episode tables by (ready set, draw) (emptied when full: memory stays bounded)
+KEYED_LISTS = 256
 
 
 def hoeffding_epsilon(n_pairs: int, M: int, delta: float) -> float:
@@ -130,6 +133,7 @@ class _EpisodeTables:
         # the candidate arrays of a ready set whose candidates need no draw (``KEYLESS_MODES``), the members'
         # arrays and the (candidate, member) pair indices of a shape
         self.keyless: dict[tuple[int, ...], tuple] = {}
+        self.keyed: dict[tuple, tuple] = {}  # the faithful lists by (ready set, draw): ``prepare``
         self.member_arrays: tuple[np.ndarray, np.ndarray] | None = None
         self.pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
@@ -188,6 +192,8 @@ class MCPortfolioPolicy(Policy):
         # exact shortcuts; off only to test they are exact, and under the per-attempt and live rules (they assume
         # atomic costs and draw-time failures)
         self.prune = bool(raw.get("prune", True)) and not self.per_attempt and not self.live
+        # the argmax's early stop (``run_pairs_serial``'s ``beat_best``) counts wins only: exact under every rule
+        self.beat_best = bool(raw.get("prune", True))
         self.planning_arr = planning_arr
         self._episode: _EpisodeTables | None = None
         self._decisions: list[Decision] = []
@@ -369,7 +375,7 @@ class MCPortfolioPolicy(Policy):
             best_i, best_wins, n_sims = self._halving(evaluate, pair_c, pair_m)
             n_pairs_eval = C * Pm
         else:
-            wins = evaluate(pair_c, pair_m, 0, P.M, beat_best=True)  # pairs that cannot win stop early (-1)
+            wins = evaluate(pair_c, pair_m, 0, P.M, beat_best=self.beat_best)  # pairs that cannot win stop early (-1)
             best_i = int(np.argmax(wins))  # first strict maximum in (candidate, member) order
             best_wins = int(wins[best_i])
             n_sims = C * Pm * P.M
@@ -423,6 +429,13 @@ class MCPortfolioPolicy(Policy):
         ready = np.asarray(view.ready, dtype=np.int64)
         ready_key = tuple(ready.tolist())
         known = tb.keyless.get(ready_key)
+        ckey = drawn = None
+        if known is None and P.candidate_generator == "faithful":
+            # the faithful list reads its key only through the free nodes it draws: the same ready set and draw
+            # give the same list (kept per episode tables, a bounded number of them)
+            ckey = candidates_key(view.seed, view.dag, key_trial, key_decision)
+            drawn = (ready_key, faithful_draw(ckey, len(ready_key), P.random_free_n))
+            known = tb.keyed.get(drawn)
         if known is not None:  # the same ready set gives the same candidates when no draw picks them
             mode, n_base, cand_model, cand_count = known
         else:
@@ -434,7 +447,7 @@ class MCPortfolioPolicy(Policy):
                 P.random_free_n,
                 P.exact_cap,
                 P.max_candidate_actions,
-                candidates_key(view.seed, view.dag, key_trial, key_decision),
+                candidates_key(view.seed, view.dag, key_trial, key_decision) if ckey is None else ckey,
                 P.candidate_generator,
             )
             if gen is None:
@@ -443,6 +456,10 @@ class MCPortfolioPolicy(Policy):
             cand_model, cand_count = actions_to_arrays(actions)
             if mode in KEYLESS_MODES:
                 tb.keyless[ready_key] = (mode, n_base, cand_model, cand_count)
+            elif drawn is not None:
+                if len(tb.keyed) >= KEYED_LISTS:
+                    tb.keyed.clear()
+                tb.keyed[drawn] = (mode, n_base, cand_model, cand_count)
         members = self.members()
         if tb.member_arrays is None:
             tb.member_arrays = (np.array([m for m, _ in members], dtype=np.int64),
