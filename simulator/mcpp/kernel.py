@@ -433,7 +433,7 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
 @njit(cache=True, nogil=True)
 def pair_scratch(n, K=0):
     """:func:`run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
-    return (np.empty((9, max(n, K)), dtype=np.int64), np.empty((4, n), dtype=np.float64),
+    return (np.empty((10, max(n, K)), dtype=np.int64), np.empty((6, n), dtype=np.float64),
             np.empty((3, n), dtype=np.bool_))  # fmt: skip
 
 
@@ -485,6 +485,41 @@ def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
             hi = mid
     cap_b = stair_b[lo - 1] if lo > 0 else -np.inf
     return cap_b, cap_h
+
+
+#: the chain screen runs on a pair's first CHAIN_PROBE simulations, then while it ends at least 1 in CHAIN_KEEP
+CHAIN_PROBE = 2
+CHAIN_KEEP = 16
+
+
+@compiled_only
+def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
+    """The nodes neither completed nor busy at the decision, parents first, into ``pend``; their number.
+
+    Such a node is first launched by the member, batch 1 of its key, once its parents have completed;
+    ``placed`` is scratch (overwritten).
+    """
+    n = completed0.shape[0]
+    for v in range(n):
+        placed[v] = completed0[v] or busy[v]
+    n_pend = 0
+    progress = True
+    while progress:
+        progress = False
+        for v in range(n):
+            if placed[v]:
+                continue
+            ok = True
+            for e in range(parent_ptr[v], parent_ptr[v + 1]):
+                if not placed[parent_idx[e]]:
+                    ok = False
+                    break
+            if ok:
+                pend[n_pend] = v
+                n_pend += 1
+                placed[v] = True
+                progress = True
+    return n_pend
 
 
 @compiled_only
@@ -546,7 +581,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         and their best counts so far: the pair stops (-1) once no cell can
         reach more than its best, counting each success in every cell that
         may admit it. Empty: only ``min_wins``.
-    work_i, work_f, work_b : int64 (8 + K, max(n, K)), float64 (4, n), bool (3, n)
+    work_i, work_f, work_b : int64 (10, max(n, K)), float64 (6, n), bool (3, n)
         Scratch (:func:`pair_scratch`), overwritten.
 
     Returns
@@ -559,6 +594,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     p, tmpl_charge = arr.p, arr.tmpl_charge
     m, cil = arr.m, arr.charge_is_latency
     available, child_ptr, child_idx, parent_ptr = arr.available, arr.child_ptr, arr.child_idx, arr.parent_ptr
+    parent_idx = arr.parent_idx
     min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
     lat_kind, lat_c0, lat_c1 = bounds.lat_kind, bounds.lat_c0, bounds.lat_c1
     ready, completed0, parents_done0 = dec.ready, dec.completed, dec.parents_done
@@ -640,6 +676,16 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         cell_cnt[k] = 0
         if -cell_best[k] > slack:
             slack = -cell_best[k]
+    # The chain screen (the surface only, atomic launches): before a simulation launches anything, the
+    # first attempt of each first batch it will launch bounds its finishing time from below (see
+    # _chain_order). ``pend`` holds the nodes no launch has touched yet, parents first.
+    chain = stair and prune and screen
+    pend = work_i[9]
+    comp_lb = work_f[4]  # per node: a lower bound of its completion time in this simulation
+    first_lat = work_f[5]  # per pending node: the latency of its first member attempt
+    n_pend = _chain_order(completed0, busy, parent_ptr, parent_idx, completed, pend) if chain else 0
+    chain_tries = 0
+    chain_hits = 0
     wins = 0
     for s_idx in range(s_lo, s_hi):
         if wins + (s_hi - s_idx) < min_wins:
@@ -672,6 +718,64 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
             batch_succ[v] = sq
             queue[nq] = v
             nq += 1
+        if chain and (chain_tries < CHAIN_PROBE or chain_hits * CHAIN_KEEP >= chain_tries):
+            # Every node completes no earlier than its parents plus the first attempt of its first batch
+            # here (batch 1 of its key, launched by the member on a pending node or on an in-flight node
+            # whose batch fails; by the candidate on a ready node), and floating-point sums are
+            # monotone: a bound beyond the horizon, or fitting no cell the pair can still change, is a
+            # failure whatever else is drawn. Pass 0 counts the ready nodes at their floor, pass 1
+            # draws their first attempts too. Only skipped simulations change: none of them succeeds.
+            chain_tries += 1
+            for v in range(n):
+                comp_lb[v] = 0.0
+            for q in range(inf_node.shape[0]):
+                v = inf_node[q]
+                comp_lb[v] = inf_end[q]
+                if not batch_succ[v]:
+                    kr = v * m + mem_model
+                    if row_ptr[kr + 1] > row_ptr[kr]:
+                        x = row_lat[_row_of(_batch_key(sim_key, v, 1), row_ptr[kr], row_ptr[kr + 1])]
+                    else:
+                        x = _latency(lat_kind[v, mem_model], lat_c0[v, mem_model], lat_c1[v, mem_model],
+                                     _batch_key(sim_key, v, 1))
+                    comp_lb[v] = inf_end[q] + x
+            dead = False
+            for pas in range(2):
+                for r in range(R):
+                    v = ready[r]
+                    j = act_model[r]
+                    if pas == 0:
+                        comp_lb[v] = min_lat[v, j]
+                    else:
+                        kr = v * m + j
+                        if row_ptr[kr + 1] > row_ptr[kr]:
+                            comp_lb[v] = row_lat[_row_of(_batch_key(sim_key, v, 1), row_ptr[kr], row_ptr[kr + 1])]
+                        else:
+                            comp_lb[v] = _latency(lat_kind[v, j], lat_c0[v, j], lat_c1[v, j], _batch_key(sim_key, v, 1))
+                top = 0.0
+                for i in range(n_pend):
+                    v = pend[i]
+                    if pas == 0:
+                        kr = v * m + mem_model
+                        if row_ptr[kr + 1] > row_ptr[kr]:
+                            first_lat[v] = row_lat[_row_of(_batch_key(sim_key, v, 1), row_ptr[kr], row_ptr[kr + 1])]
+                        else:
+                            first_lat[v] = _latency(lat_kind[v, mem_model], lat_c0[v, mem_model],
+                                                    lat_c1[v, mem_model], _batch_key(sim_key, v, 1))
+                    start = 0.0
+                    for e in range(parent_ptr[v], parent_ptr[v + 1]):
+                        if comp_lb[parent_idx[e]] > start:
+                            start = comp_lb[parent_idx[e]]
+                    comp_lb[v] = start + first_lat[v]
+                for v in range(n):
+                    if comp_lb[v] > top:
+                        top = comp_lb[v]
+                if top > horizon or not _inside_stair(stair_b, stair_h, level, need0, top):
+                    dead = True
+                    break
+            if dead:
+                chain_hits += 1
+                continue
         t = 0.0
         budget_left = budget
         spent = 0.0  # what the launches charged (recorded for the surface)

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.base.jit import njit
-from simulator.mcpp.kernel import first_at_least, pair_scratch, run_pair
+from simulator.base.jit import compiled_only, njit
+from simulator.mcpp.kernel import _inside_stair, first_at_least, pair_scratch, run_pair
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 #: relative band around a simulation's cost (finishing time) inside which a cell is re-simulated exactly
 TOL = 1e-9
 #: relative widening of the cells' limits in the kernel's staircase (far beyond any rounding; only stops less)
 STAIR_WIDEN = 1e-7
+#: pilot pairs run first at a decision (the pairs that won most cells at the last decision of the same ready set)
+N_PILOTS = 2
+NO_PILOT = np.empty(0, dtype=np.int64)
 #: most cells whose counts the kernel keeps per simulation to stop a pair early (each success costs a pass over them)
 TRACK_CELLS = 1024
 
@@ -76,11 +79,61 @@ def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
     return lowest, top_b, top_h
 
 
+@compiled_only
+def _pair_screen_tables(arr, bounds, dec):
+    """run_pair's first checks split by member and by candidate, once per decision (for the decide loop).
+
+    ``_pair_fails_surely``'s sums and run_pair's staircase check are made
+    of per-member parts (``need0``, a pending node without the member's
+    model, the in-flight ends plus ``child_tail``) and per-candidate parts
+    (its least charge, its ready nodes' min latency plus ``child_tail`` per
+    member model); the loop recombines them with the same operations in the
+    same order (a maximum is exact in any order).
+    """
+    n, m = dec.completed.shape[0], arr.m
+    P = dec.mem_model.shape[0]
+    C, R = dec.cand_model.shape
+    busy = np.zeros(n, dtype=np.bool_)
+    for r in range(R):
+        busy[dec.ready[r]] = True
+    for q in range(dec.inf_node.shape[0]):
+        busy[dec.inf_node[q]] = True
+    need0 = np.zeros(P)
+    lacks = np.zeros(P, dtype=np.bool_)
+    for pm in range(P):  # _pair_fails_surely's loop, in its order
+        j = dec.mem_model[pm]
+        for v in range(n):
+            if not dec.completed[v] and not busy[v]:
+                if not arr.available[v, j]:
+                    lacks[pm] = True
+                    break
+                need0[pm] += dec.mem_k[pm] * bounds.min_charge[v, j]
+    inf_tail = np.zeros(m)  # max(0, the in-flight batches' ends + child_tail), per member model
+    for j in range(m):
+        for q in range(dec.inf_node.shape[0]):
+            x = dec.inf_end[q] + bounds.child_tail[dec.inf_node[q], j]
+            if x > inf_tail[j]:
+                inf_tail[j] = x
+    first = np.zeros(C)  # the candidate's least charge, summed from 0 as _pair_fails_surely
+    lat_end = np.full((C, m), -np.inf)  # its ready nodes' largest min latency + child_tail, per member model
+    for c in range(C):
+        for r in range(R):
+            v = dec.ready[r]
+            first[c] += dec.cand_count[c, r] * bounds.min_charge[v, dec.cand_model[c, r]]
+            for j in range(m):
+                x = bounds.min_lat[v, dec.cand_model[c, r]] + bounds.child_tail[v, j]
+                if x > lat_end[c, j]:
+                    lat_end[c, j] = x
+    return need0, lacks, inf_tail, first, lat_end, bounds.min_charge
+
+
 @njit(cache=True, nogil=True)
 def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     """Every cell's first strictly best pair, the pairs simulated in (candidate, member) order.
 
-    ``pairs`` is ``(pair_c, pair_m)``, ``grid`` is ``(bvals, hvals, cell_i,
+    ``pairs`` is ``(pair_c, pair_m, pilot)`` (``pilot``: pair indices run
+    first, only to raise the bar a pair must pass; any pairs give the same
+    choice), ``grid`` is ``(bvals, hvals, cell_i,
     cell_j)`` and ``best`` is ``(best_w, best_p)`` (tuples keep the call's
     arguments named by what they are: tests/test_signatures.py).
     Cell k has budget ``bvals[cell_i[k]]`` and horizon ``hvals[cell_j[k]]``
@@ -96,7 +149,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     soon as no cell can get more than its best. Updates ``best_w``
     (successes of the best pair, 0: none) and ``best_p`` (its pair index).
     """
-    pair_c, pair_m = pairs
+    pair_c, pair_m, pilot = pairs
     bvals, hvals, cell_i, cell_j = grid
     best_w, best_p = best
     nb = bvals.shape[0]
@@ -121,15 +174,43 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
         cell_b[k] = bvals[cell_i[k]] * (1.0 + STAIR_WIDEN)
         cell_h[k] = hvals[cell_j[k]] * (1.0 + STAIR_WIDEN)
     no_cells = np.empty(0, dtype=np.int64)
-    cell_best = best_w if track else no_cells
-    lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
-    for p in range(pair_c.shape[0]):
+    # bar[k]: a pair matters in cell k only with more successes than this: its best so far, or one less
+    # than a pilot pair's certain count there (the best pair has at least that count, so a pair below it
+    # is never the first strict maximum); every stop reads bar, the choice reads best_w / best_p
+    bar = best_w.copy()
+    cell_best = bar if track else no_cells
+    lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, bar, M, stair_b, stair_h)
+    cost[:] = np.inf
+    fin[:] = np.inf
+    dirty = False
+    need0_t, lacks_t, inf_tail_t, first_t, lat_end_t, min_charge = _pair_screen_tables(arr, bounds, dec)
+    mem_model, cand_model, cand_count, ready = dec.mem_model, dec.cand_model, dec.cand_count, dec.ready
+    prune = dec.prune
+    n_inf = dec.inf_node.shape[0]
+    n_pilot = pilot.shape[0]
+    for step in range(n_pilot + pair_c.shape[0]):
         if lowest >= M:
             break  # every cell has a pair with M successes: no later pair can beat it
-        cost[:] = np.inf
-        fin[:] = np.inf
+        is_pilot = step < n_pilot
+        p = pilot[step] if is_pilot else step - n_pilot
+        # run_pair's first checks without the call (a pair they end gets 0 there, with nothing recorded)
+        pc = pair_c[p]
+        pm = pair_m[p]
+        j = mem_model[pm]
+        if prune and (lacks_t[pm] or lat_end_t[pc, j] > top_h or first_t[pc] + need0_t[pm] > top_b
+                      or (n_inf > 0 and inf_tail_t[j] > top_h)):
+            continue
+        first_cost = need0_t[pm] if prune else 0.0  # the staircase check: need0, then the candidate's charges
+        for r in range(ready.shape[0]):
+            first_cost += cand_count[pc, r] * min_charge[ready[r], cand_model[pc, r]]
+        if not _inside_stair(stair_b, stair_h, M, first_cost, max(inf_tail_t[j], lat_end_t[pc, j])):
+            continue
+        if dirty:  # only a pair that recorded a success left entries to clear
+            cost[:] = np.inf
+            fin[:] = np.inf
         w = run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
                       stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
+        dirty = w != 0  # 0: no simulation succeeded, nothing recorded
         if w <= lowest:
             continue  # beats no cell (-1: stopped early)
         table[:, :] = 0
@@ -160,11 +241,16 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                 table[i, j] = v
         changed = False
         for k in range(K):
-            if best_w[k] >= w:
-                continue  # the pair's count here is at most w
+            if bar[k] >= w:
+                continue  # the pair's count here is at most w: it matters only above bar
             i = cell_i[k]
             j = cell_j[k]
             c = table[i, j]
+            if is_pilot:  # the certain count is at most the pair's count: the best has at least that
+                if c - 1 > bar[k]:
+                    bar[k] = c - 1
+                    changed = True
+                continue
             if uncertain:  # the (simulation, cell) pairs in a rounding band: simulated with the cell's limits
                 for s in range(M):
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
@@ -174,9 +260,11 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             if c > best_w[k]:
                 best_w[k] = c
                 best_p[k] = p
-                changed = True
+                if c > bar[k]:
+                    bar[k] = c
+                    changed = True
         if changed:
-            lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h)
+            lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, bar, M, stair_b, stair_h)
 
 
 def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons: np.ndarray):
@@ -203,6 +291,14 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     best_w = np.zeros(K, dtype=np.int64)
     best_p = np.zeros(K, dtype=np.int64)
     grid = (bvals, hvals, cell_i.astype(np.int64), cell_j.astype(np.int64))
-    decide_cells_kernel(tb.arr, tb.bounds, dec, (pair_c, pair_m), M, grid, (best_w, best_p), K <= TRACK_CELLS)
+    pilots = policy.__dict__.setdefault("_surface_pilots", {})  # speed only: any pairs give the same choice
+    ready_key = (C, Pm, *dec.ready.tolist())
+    pilot = pilots.get(ready_key, NO_PILOT)
+    decide_cells_kernel(tb.arr, tb.bounds, dec, (pair_c, pair_m, pilot), M, grid, (best_w, best_p), K <= TRACK_CELLS)
+    won = best_p[best_w > 0]
+    if len(won):
+        counts = np.bincount(won)
+        top = np.argsort(-counts, kind="stable")[: min(N_PILOTS, int((counts > 0).sum()))]
+        pilots[ready_key] = np.sort(top).astype(np.int64)
     cand = np.where(best_w > 0, pair_c[best_p], 0)
     return cand, cand_model, cand_count, dec.ready
