@@ -220,11 +220,13 @@ def _explored(raw: dict[str, Any], wfile, seed: int, per_pair: int):
 
 def _resampled(obs: list[Obs], boot: int, seed: int) -> list[list[Obs]]:
     """``boot`` bootstrap resamples over runs: the traces drawn with replacement, each drawn copy's observations
-    renamed (so its imputation draws are its own)."""
+    renamed (so its imputation draws are its own). The runs are numbered in the order they come (the trace
+    files' sorted paths), not by their trace ids, which are random: sorted ids made every rerun draw other
+    resamples."""
     by_trace: dict[str, list[Obs]] = {}
     for o in obs:
         by_trace.setdefault(o.key.split(":", 1)[0], []).append(o)
-    ids = sorted(by_trace)
+    ids = list(by_trace)
     rng = np.random.default_rng(seed)
     out = []
     for r in range(boot):

@@ -96,3 +96,17 @@ def test_bootstrap_over_runs_keeps_a_run_together_and_has_the_binomial_spread():
             by_run.setdefault(o.key.split("#", 1)[1], []).append(o.node)
         assert all(sorted(v) == [0, 1, 2, 3] for v in by_run.values()) and len(by_run) == 3
         assert len({o.key for o in b}) == len(b)
+
+
+def test_bootstrap_draws_do_not_depend_on_the_random_trace_ids():
+    """A trace id is random (a new one per run), so the resamples must follow the runs' order, not their ids:
+    the same runs under other ids give the same draws (sorted ids gave every rerun other resamples)."""
+    from benchmarks.learn_gate import _resampled
+    from poolbuild.from_traces import Obs
+
+    def runs(ids: list[str]) -> list[Obs]:
+        return [Obs(r, "m", float(r), True, 10.0, True, 1, f"{tid}:{r}") for r, tid in enumerate(ids)]
+
+    a = _resampled(runs([f"id{r:02d}" for r in range(12)]), 5, seed=4)
+    b = _resampled(runs([f"id{11 - r:02d}" for r in range(12)]), 5, seed=4)  # the ids' sort order reversed
+    assert [[o.node for o in x] for x in a] == [[o.node for o in x] for x in b]
