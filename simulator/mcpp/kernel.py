@@ -452,7 +452,7 @@ def first_at_least(vals, x):
 
 
 @compiled_only
-def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
+def inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     """Whether some cell a pair can still change admits cost ``cost_lb`` and finishing time ``finish_lb``.
 
     ``stair_b`` is increasing (the cells' budgets); ``stair_h[i, u]`` is the
@@ -466,7 +466,7 @@ def _inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
 
 @compiled_only
 def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
-    """The largest budget and horizon a simulation can still use (:func:`_inside_stair`'s cells; -inf: none).
+    """The largest budget and horizon a simulation can still use (:func:`inside_stair`'s cells; -inf: none).
 
     Budget: the largest of the cells whose horizon admits ``finish_lb``;
     horizon: the largest of the cells whose budget admits ``cost_lb``. A
@@ -570,7 +570,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         The limits simulated: ``dec.budget`` and ``dec.horizon`` for the
         planner; the prediction surface passes its largest open cell's.
     stair_b, stair_h : float64 (nb,) and (nb, L) or empty
-        The prediction surface's staircase (:func:`_inside_stair`): a
+        The prediction surface's staircase (:func:`inside_stair`): a
         simulation stops, a failure, once its cost so far plus ``need`` and
         its earliest possible finishing time fit no cell that the pair can
         still change; each batch is held to the largest budget and horizon
@@ -641,7 +641,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
             x = min_lat[v, act_model[r]] + child_tail[v, mem_model]
             if x > first_end:
                 first_end = x
-        if not _inside_stair(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end):
+        if not inside_stair(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end):
             return 0
     # per-simulation state (reset at every simulation)
     completed = work_b[1]
@@ -770,7 +770,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                 for v in range(n):
                     if comp_lb[v] > top:
                         top = comp_lb[v]
-                if top > horizon or not _inside_stair(stair_b, stair_h, level, need0, top):
+                if top > horizon or not inside_stair(stair_b, stair_h, level, need0, top):
                     dead = True
                     break
             if dead:
@@ -976,7 +976,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                     n_wait = 0
                 if prune and budget_left < need:
                     break
-                if stair and not _inside_stair(stair_b, stair_h, level, spent + need, finish_lb):
+                if stair and not inside_stair(stair_b, stair_h, level, spent + need, finish_lb):
                     break
                 first = False
             if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)

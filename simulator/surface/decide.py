@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.base.jit import compiled_only, njit
-from simulator.mcpp.kernel import _inside_stair, first_at_least, pair_scratch, run_pair
+from simulator.mcpp.kernel import first_at_least, inside_stair, pair_scratch, run_pair
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 #: relative band around a simulation's cost (finishing time) inside which a cell is re-simulated exactly
@@ -36,7 +36,7 @@ TRACK_CELLS = 1024
 
 @njit(cache=True, nogil=True)
 def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
-    """Fill the kernel's staircase (:func:`simulator.mcpp.kernel._inside_stair`) from the cells' bests.
+    """Fill the kernel's staircase (:func:`simulator.mcpp.kernel.inside_stair`) from the cells' bests.
 
     ``stair_h[i, u]``: the largest horizon of the cells with budget index >= i
     whose best count is below u (only those can still change: a pair that can
@@ -203,7 +203,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
         first_cost = need0_t[pm] if prune else 0.0  # the staircase check: need0, then the candidate's charges
         for r in range(ready.shape[0]):
             first_cost += cand_count[pc, r] * min_charge[ready[r], cand_model[pc, r]]
-        if not _inside_stair(stair_b, stair_h, M, first_cost, max(inf_tail_t[j], lat_end_t[pc, j])):
+        if not inside_stair(stair_b, stair_h, M, first_cost, max(inf_tail_t[j], lat_end_t[pc, j])):
             continue
         if dirty:  # only a pair that recorded a success left entries to clear
             cost[:] = np.inf
