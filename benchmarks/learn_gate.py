@@ -46,6 +46,7 @@ from executor.live import Options
 from executor.tasks import load_tasks
 from executor.workflow import check_workflow, pool_workflow_doc
 from executor.world import World
+from poolbuild.bootstrap import logit, logit_var, quote_z, resample_runs
 from poolbuild.from_traces import Graph, Obs, build_line, collect, trace_files
 from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
@@ -218,24 +219,6 @@ def _explored(raw: dict[str, Any], wfile, seed: int, per_pair: int):
     return c, line_of
 
 
-def _resampled(obs: list[Obs], boot: int, seed: int) -> list[list[Obs]]:
-    """``boot`` bootstrap resamples over runs: the traces drawn with replacement, each drawn copy's observations
-    renamed (so its imputation draws are its own). The runs are numbered in the order they come (the trace
-    files' sorted paths), not by their trace ids, which are random: sorted ids made every rerun draw other
-    resamples."""
-    by_trace: dict[str, list[Obs]] = {}
-    for o in obs:
-        by_trace.setdefault(o.key.split(":", 1)[0], []).append(o)
-    ids = list(by_trace)
-    rng = np.random.default_rng(seed)
-    out = []
-    for r in range(boot):
-        pick = rng.integers(0, len(ids), len(ids))
-        out.append([Obs(o.node, o.model, o.lat, o.lat_observed, o.tokens, o.tok_observed, o.success,
-                        f"{o.key}#{r}.{i}", o.token_source) for i, t in enumerate(pick) for o in by_trace[ids[t]]])
-    return out
-
-
 def _on_time(line: dict[str, Any], budget: float, deadline: float, trials: int, seed: int,
              params: dict[str, Any]) -> float:
     """MCPP's simulated on-time rate on a pool line (live rules, ``trials`` episodes)."""
@@ -269,7 +252,7 @@ def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 
     c, line_of = _explored(raw, wfile, seed, per_pair)
 
     ids = {o.key.split(":", 1)[0] for o in c.obs}
-    boots = [line_of(obs) for obs in _resampled(list(c.obs), boot, seed)]
+    boots = [line_of(obs) for obs in resample_runs(list(c.obs), boot, seed)]
     learned = line_of(list(c.obs))
     out = []
     for rb, rd in cells:
@@ -286,38 +269,6 @@ def end_to_end(seed: int = 0, per_pair: int = 30, boot: int = 10, trials: int = 
               f"bootstrap sd {se_boot:.3f}, z {out[-1]['z']:+.2f}", flush=True)
     return {"seed": seed, "world_seed": 11 + 100 * seed, "per_pair": per_pair, "boot": boot, "trials": trials,
             "params": params, "runs": len(ids), "cells": out}
-
-
-def logit(rate: float, n: int) -> float:
-    """The empirical logit of a rate of ``n`` episodes, log((k + 1/2) / (n - k + 1/2)) with k = rate n: finite at
-    0 and 1."""
-    k = rate * n
-    return math.log((k + 0.5) / (n - k + 0.5))
-
-
-def logit_var(rate: float, n: int) -> float:
-    """The binomial variance of :func:`logit` (1/(k + 1/2) + 1/(n - k + 1/2), about 1 / (n p (1 - p)))."""
-    k = rate * n
-    return 1.0 / (k + 0.5) + 1.0 / (n - k + 0.5)
-
-
-def quote_z(quoted: float, quote_trials: int, live: float, runs: int, boot_rates: list[float],
-            boot_trials: int) -> dict[str, float]:
-    """The quote check's z, on the logit scale: (logit(live) - logit(quoted)) / SE, SE^2 = the variance of the
-    bootstrap rates' logits (the learned pool's own sampling error at the quoted budget) + the live runs' and
-    the quote's binomial variances of a logit.
-
-    Why the logit scale: the rate is bounded by 1, and a pool error moves the rate-against-budget curve
-    sideways, which changes the rate by about (its slope) x (the shift): little near the top. A pool that is
-    too optimistic puts the quote on the flat top, so the live rate falls further below a quote than it rises
-    above it; on the logit scale the error is about symmetric. Measured over 30 explorations (z mean -0.12 on
-    the logit scale, -0.24 on the rate scale, sd 1.07 and 1.03) and against pools drawn from the truth
-    (``--oracle``): benchmarks/README.md."""
-    lb = np.array([logit(r, boot_trials) for r in boot_rates])
-    var_boot = float(lb.var(ddof=1)) if len(lb) > 1 else 0.0
-    se = math.sqrt(var_boot + logit_var(live, runs) + logit_var(quoted, quote_trials))
-    return {"z": (logit(live, runs) - logit(quoted, quote_trials)) / se, "se_logit": se,
-            "sd_bootstrap_logit": math.sqrt(var_boot)}
 
 
 def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: float = 0.8,
@@ -344,7 +295,7 @@ def quote_check(seed: int = 0, per_pair: int = 30, runs: int = 400, target: floa
     assert q.budget is not None, "the target is out of reach on the learned pool"
     ids = {o.key.split(":", 1)[0] for o in c.obs}
     rates = []
-    for obs in _resampled(list(c.obs), boot, seed):
+    for obs in resample_runs(list(c.obs), boot, seed):
         st = pool_from_objects([line_of(obs)], name="<boot>")[0]
         spec = SimSpec(budget=q.budget, deadline=d, trials=list(range(runs)), seed=seed + 11, dag=0, rules=LIVE)
         batch = simulate_run(build_arrays(st, CostSetting(cost_mode="token_cost_mean")), method, spec,
@@ -400,7 +351,7 @@ def oracle_vs_bootstrap(seed: int, budget: float, pools: int = 40, boot: int = 4
             obs += [Obs(v, m, float(t["latency"][j]), True, float(t["tokens"][j]), True, int(t["success"][j]),
                         f"o{k}.{v}.{m}.{i}:0") for i, j in enumerate(rng.integers(0, len(t["success"]), n))]
         oracle.append(rate(line_of(obs)))
-    boots = [rate(line_of(o)) for o in _resampled(list(c.obs), boot, seed)]
+    boots = [rate(line_of(o)) for o in resample_runs(list(c.obs), boot, seed)]
 
     def summary(rates: list[float]) -> dict[str, float]:
         lg = [logit(r, 400) for r in rates]
@@ -491,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only quote from a learned pool vs 400 live runs at the quoted budget")
     ap.add_argument("--quote-selection", type=int, default=0, metavar="R",
                     help="only the quote's own error on the learned pool of --seed: R re-quotes with other seeds")
-    ap.add_argument("--oracle", type=float, default=None, metavar="BUDGET",
+    ap.add_argument("--oracle", type=cliargs.number(0, lo_inclusive=False), default=None, metavar="BUDGET",
                     help="only the bootstrap of --seed's exploration against pools drawn from the truth, at BUDGET")
     ap.add_argument("--quote-trials", type=int, default=400, help="--quote-selection's episodes per budget")
     ap.add_argument("--cells", default="0.5:0.5,0.5:0.7,0.3:0.7",

@@ -60,7 +60,7 @@ def test_replications_summary_counts_by_hand(tmp_path):
 
 def test_quote_z_by_hand():
     """The quote check's z on the logit scale: the bootstrap's logit variance plus both binomial ones."""
-    from benchmarks.learn_gate import logit, logit_var, quote_z
+    from poolbuild.bootstrap import logit, logit_var, quote_z
 
     assert logit(0.5, 400) == 0.0 and logit(1.0, 400) == pytest.approx(np.log(400.5 / 0.5))  # finite at 1
     assert logit_var(0.8, 400) == pytest.approx(1 / 320.5 + 1 / 80.5)
@@ -76,21 +76,21 @@ def test_quote_z_by_hand():
 
 
 def test_bootstrap_over_runs_keeps_a_run_together_and_has_the_binomial_spread():
-    """``_resampled`` draws whole runs: on 50 runs of one observation each with 20 successes, the resampled success
+    """``resample_runs`` draws whole runs: on 50 runs of one observation each with 20 successes, the resampled success
     rate has the known bootstrap sd sqrt(p (1 - p) / n) = 0.0693 (2,000 resamples: the estimate's own relative
     error is about 1.6%, so the 10% band fails by chance far less than once in 1,000); a run of several
     observations stays whole, its copies renamed apart."""
-    from benchmarks.learn_gate import _resampled
+    from poolbuild.bootstrap import resample_runs
     from poolbuild.from_traces import Obs
 
     obs = [Obs(0, "m", 1.0, True, 10.0, True, int(i < 20), f"t{i}:0") for i in range(50)]
-    boots = _resampled(obs, 2000, seed=3)
+    boots = resample_runs(obs, 2000, seed=3)
     rates = np.array([np.mean([o.success for o in b]) for b in boots])
     assert all(len(b) == 50 for b in boots)
     assert abs(rates.mean() - 0.4) < 0.01
     assert abs(rates.std(ddof=1) - np.sqrt(0.4 * 0.6 / 50)) < 0.1 * np.sqrt(0.4 * 0.6 / 50)
     runs = [Obs(v, "m", 1.0, True, 10.0, True, 1, f"run{r}:{v}") for r in range(3) for v in range(4)]
-    for b in _resampled(runs, 20, seed=1):
+    for b in resample_runs(runs, 20, seed=1):
         by_run: dict[str, list[int]] = {}
         for o in b:
             by_run.setdefault(o.key.split("#", 1)[1], []).append(o.node)
@@ -101,12 +101,12 @@ def test_bootstrap_over_runs_keeps_a_run_together_and_has_the_binomial_spread():
 def test_bootstrap_draws_do_not_depend_on_the_random_trace_ids():
     """A trace id is random (a new one per run), so the resamples must follow the runs' order, not their ids:
     the same runs under other ids give the same draws (sorted ids gave every rerun other resamples)."""
-    from benchmarks.learn_gate import _resampled
+    from poolbuild.bootstrap import resample_runs
     from poolbuild.from_traces import Obs
 
     def runs(ids: list[str]) -> list[Obs]:
         return [Obs(r, "m", float(r), True, 10.0, True, 1, f"{tid}:{r}") for r, tid in enumerate(ids)]
 
-    a = _resampled(runs([f"id{r:02d}" for r in range(12)]), 5, seed=4)
-    b = _resampled(runs([f"id{11 - r:02d}" for r in range(12)]), 5, seed=4)  # the ids' sort order reversed
+    a = resample_runs(runs([f"id{r:02d}" for r in range(12)]), 5, seed=4)
+    b = resample_runs(runs([f"id{11 - r:02d}" for r in range(12)]), 5, seed=4)  # the ids' sort order reversed
     assert [[o.node for o in x] for x in a] == [[o.node for o in x] for x in b]
