@@ -378,6 +378,16 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
     return lat, succ, charge_of_draw(cil, charge, lat)
 
 
+@njit(cache=True, nogil=True)
+def _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j, key):
+    """An attempt's latency alone, drawn as :func:`run_pair`'s attempts draw it (a row of its pair, else the
+    distribution's precomputed constants): the chain screen's bounds read only latencies."""
+    k = v * m + j
+    if row_ptr[k + 1] > row_ptr[k]:
+        return row_lat[_row_of(key, row_ptr[k], row_ptr[k + 1])]
+    return _latency(lat_kind[v, j], lat_c0[v, j], lat_c1[v, j], key)
+
+
 @compiled_only
 def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy, budget, horizon):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
@@ -732,13 +742,8 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                 v = inf_node[q]
                 comp_lb[v] = inf_end[q]
                 if not batch_succ[v]:
-                    kr = v * m + mem_model
-                    if row_ptr[kr + 1] > row_ptr[kr]:
-                        x = row_lat[_row_of(_batch_key(sim_key, v, 1), row_ptr[kr], row_ptr[kr + 1])]
-                    else:
-                        x = _latency(lat_kind[v, mem_model], lat_c0[v, mem_model], lat_c1[v, mem_model],
-                                     _batch_key(sim_key, v, 1))
-                    comp_lb[v] = inf_end[q] + x
+                    comp_lb[v] = inf_end[q] + _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v,
+                                                               mem_model, _batch_key(sim_key, v, 1))
             dead = False
             for pas in range(2):
                 for r in range(R):
@@ -747,21 +752,14 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                     if pas == 0:
                         comp_lb[v] = min_lat[v, j]
                     else:
-                        kr = v * m + j
-                        if row_ptr[kr + 1] > row_ptr[kr]:
-                            comp_lb[v] = row_lat[_row_of(_batch_key(sim_key, v, 1), row_ptr[kr], row_ptr[kr + 1])]
-                        else:
-                            comp_lb[v] = _latency(lat_kind[v, j], lat_c0[v, j], lat_c1[v, j], _batch_key(sim_key, v, 1))
+                        comp_lb[v] = _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j,
+                                                      _batch_key(sim_key, v, 1))
                 top = 0.0
                 for i in range(n_pend):
                     v = pend[i]
                     if pas == 0:
-                        kr = v * m + mem_model
-                        if row_ptr[kr + 1] > row_ptr[kr]:
-                            first_lat[v] = row_lat[_row_of(_batch_key(sim_key, v, 1), row_ptr[kr], row_ptr[kr + 1])]
-                        else:
-                            first_lat[v] = _latency(lat_kind[v, mem_model], lat_c0[v, mem_model],
-                                                    lat_c1[v, mem_model], _batch_key(sim_key, v, 1))
+                        first_lat[v] = _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, mem_model,
+                                                        _batch_key(sim_key, v, 1))
                     start = 0.0
                     for e in range(parent_ptr[v], parent_ptr[v + 1]):
                         if comp_lb[parent_idx[e]] > start:
