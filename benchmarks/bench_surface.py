@@ -151,8 +151,8 @@ def check_cells(arr, policy, budgets, deadlines, seed: int, dag: int, outs: dict
 def lpt_makespan(costs: Sequence[float], workers: int) -> float:
     """Wall time of whole jobs ``costs`` on ``workers`` workers, each job (longest first) to the least-loaded one.
 
-    Longest-processing-time-first: within 4/3 of the best schedule, and equal
-    to it whenever the dearest job alone outlasts the rest's even share.
+    Longest-processing-time-first: within 4/3 of the best schedule; when it
+    equals max(dearest job, total / workers) it is the best schedule.
     """
     loads = [0.0] * max(1, min(workers, len(costs)))
     for c in sorted(costs, reverse=True):
@@ -162,7 +162,7 @@ def lpt_makespan(costs: Sequence[float], workers: int) -> float:
 
 PUBLISHED_SET_MODEL = (
     "the set's 462 DAGs are drawn like the measured DAGs: set = 462 x mean per-DAG cost (a DAG's cost = its "
-    "mean CPU per trial measured at 100 x 100 cells x 100 trials, one core; no cell count scaled); 95% interval: "
+    "mean CPU per measured tree at 100 x 100 cells x 100 trials, one core; no cell count scaled); 95% interval: "
     "percentile bootstrap over the measured DAGs (seeded); worst case: 462 copies of the dearest DAG measured; "
     "wall time on W workers: whole DAGs (the harness's shards) assigned longest-first to the least-loaded worker "
     "(the measured costs tiled to 462 DAGs: each floor(462/n) times, the rest drawn without replacement, seeded; "
