@@ -33,7 +33,7 @@ import numpy as np
 from numba import uint64
 
 from simulator.base.jit import compiled_only, njit
-from simulator.base.rng import GOLDEN, fold, normal, randint, uniform
+from simulator.base.rng import GOLDEN, fold, normal, normal_lower, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
@@ -379,13 +379,20 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
 
 
 @njit(cache=True, nogil=True)
-def _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j, key):
-    """An attempt's latency alone, drawn as :func:`run_pair`'s attempts draw it (a row of its pair, else the
-    distribution's precomputed constants): the chain screen's bounds read only latencies."""
+def _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j, key):
+    """A lower bound of an attempt's latency as :func:`run_pair`'s attempts draw it: its row (exact), else
+    the law's draw with :func:`~simulator.base.rng.normal_lower` for the normal (never above it, within
+    about 1e-9 x its radius, and without ``cos``: the chain screen's draws are most of a hopeless
+    decision's time). Only bounds are read from it, so a lower bound keeps every stop it makes exact."""
     k = v * m + j
     if row_ptr[k + 1] > row_ptr[k]:
         return row_lat[_row_of(key, row_ptr[k], row_ptr[k + 1])]
-    return _latency(lat_kind[v, j], lat_c0[v, j], lat_c1[v, j], key)
+    kind = lat_kind[v, j]
+    if kind == LAT_LOGNORMAL:
+        return max(np.exp(lat_c0[v, j] + lat_c1[v, j] * normal_lower(key, 1)) * (1.0 - 1e-12), 1e-3)
+    if kind == LAT_GAUSSIAN:
+        return max(lat_c0[v, j] + lat_c1[v, j] * normal_lower(key, 1), 1e-3)
+    return _latency(kind, lat_c0[v, j], lat_c1[v, j], key)
 
 
 @compiled_only
@@ -696,6 +703,9 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     n_pend = _chain_order(completed0, busy, parent_ptr, parent_idx, completed, pend) if chain else 0
     chain_tries = 0
     chain_hits = 0
+    i_need0 = first_at_least(stair_b, need0) if chain else 0
+    for v in range(n):  # a completed node's bound; every other node's is written before it is read
+        comp_lb[v] = 0.0
     wins = 0
     for s_idx in range(s_lo, s_hi):
         if wins + (s_hi - s_idx) < min_wins:
@@ -705,12 +715,6 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         level = min(wins + (s_hi - s_idx), top_level)  # most successes the pair can still have
         finish_lb = tail0  # a lower bound of the finishing time, raised at every launch
         sim_key = fold(pair_key, s_idx)
-        n_completed = n_completed0
-        for v in range(n):
-            completed[v] = completed0[v]
-            parents_done[v] = parents_done0[v]
-            batch_no[v] = 1
-            extra[v] = 0.0
         # the in-flight batches: known end; success redrawn per unfinished attempt
         # as Bernoulli(p) (key: batch 0 of the node) unless one already succeeded
         nq = 0
@@ -731,49 +735,66 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         if chain and (chain_tries < CHAIN_PROBE or chain_hits * CHAIN_KEEP >= chain_tries):
             # Every node completes no earlier than its parents plus the first attempt of its first batch
             # here (batch 1 of its key, launched by the member on a pending node or on an in-flight node
-            # whose batch fails; by the candidate on a ready node), and floating-point sums are
-            # monotone: a bound beyond the horizon, or fitting no cell the pair can still change, is a
-            # failure whatever else is drawn. Pass 0 counts the ready nodes at their floor, pass 1
-            # draws their first attempts too. Only skipped simulations change: none of them succeeds.
+            # whose batch fails; by the candidate on a ready node; a lower bound of that latency is
+            # enough), and floating-point sums are monotone: a bound beyond the horizon, or fitting no
+            # cell the pair can still change, is a failure whatever else is drawn, so the screen stops
+            # at the first node whose bound is past ``cut``. Pass 0 counts the ready nodes at their
+            # floor, pass 1 draws their first attempts too. Only skipped simulations change: none of
+            # them succeeds.
             chain_tries += 1
-            for v in range(n):
-                comp_lb[v] = 0.0
-            for q in range(inf_node.shape[0]):
+            # dead exactly when some bound exceeds cut: the horizon, or the staircase's horizon at need0
+            # (inside_stair's test, the largest bound being the one it reads; no cell at all: -inf)
+            cut = horizon
+            if i_need0 >= stair_b.shape[0]:
+                cut = -np.inf
+            elif stair_h[i_need0, level] < cut:
+                cut = stair_h[i_need0, level]
+            dead = not cut >= 0.0  # every bound is >= 0
+            for q in range(0 if dead else inf_node.shape[0]):
                 v = inf_node[q]
                 comp_lb[v] = inf_end[q]
                 if not batch_succ[v]:
-                    comp_lb[v] = inf_end[q] + _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v,
+                    comp_lb[v] = inf_end[q] + _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v,
                                                                mem_model, _batch_key(sim_key, v, 1))
-            dead = False
-            for pas in range(2):
+                if comp_lb[v] > cut:
+                    dead = True
+                    break
+            for pas in range(0 if dead else 2):
                 for r in range(R):
                     v = ready[r]
                     j = act_model[r]
                     if pas == 0:
                         comp_lb[v] = min_lat[v, j]
                     else:
-                        comp_lb[v] = _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j,
+                        comp_lb[v] = _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j,
                                                       _batch_key(sim_key, v, 1))
-                top = 0.0
-                for i in range(n_pend):
+                    if comp_lb[v] > cut:
+                        dead = True
+                        break
+                for i in range(0 if dead else n_pend):
                     v = pend[i]
                     if pas == 0:
-                        first_lat[v] = _attempt_latency(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, mem_model,
+                        first_lat[v] = _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, mem_model,
                                                         _batch_key(sim_key, v, 1))
                     start = 0.0
                     for e in range(parent_ptr[v], parent_ptr[v + 1]):
                         if comp_lb[parent_idx[e]] > start:
                             start = comp_lb[parent_idx[e]]
                     comp_lb[v] = start + first_lat[v]
-                for v in range(n):
-                    if comp_lb[v] > top:
-                        top = comp_lb[v]
-                if top > horizon or not inside_stair(stair_b, stair_h, level, need0, top):
-                    dead = True
+                    if comp_lb[v] > cut:
+                        dead = True
+                        break
+                if dead:
                     break
             if dead:
                 chain_hits += 1
                 continue
+        n_completed = n_completed0  # the simulation's own state (not read by the screen above)
+        for v in range(n):
+            completed[v] = completed0[v]
+            parents_done[v] = parents_done0[v]
+            batch_no[v] = 1
+            extra[v] = 0.0
         t = 0.0
         budget_left = budget
         spent = 0.0  # what the launches charged (recorded for the surface)
