@@ -754,8 +754,8 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                 v = inf_node[q]
                 comp_lb[v] = inf_end[q]
                 if not batch_succ[v]:
-                    comp_lb[v] = inf_end[q] + _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v,
-                                                               mem_model, _batch_key(sim_key, v, 1))
+                    comp_lb[v] = inf_end[q] + _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m,
+                                                                     v, mem_model, _batch_key(sim_key, v, 1))
                 if comp_lb[v] > cut:
                     dead = True
                     break
@@ -767,15 +767,15 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                         comp_lb[v] = min_lat[v, j]
                     else:
                         comp_lb[v] = _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j,
-                                                      _batch_key(sim_key, v, 1))
+                                                            _batch_key(sim_key, v, 1))
                     if comp_lb[v] > cut:
                         dead = True
                         break
                 for i in range(0 if dead else n_pend):
                     v = pend[i]
                     if pas == 0:
-                        first_lat[v] = _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, mem_model,
-                                                        _batch_key(sim_key, v, 1))
+                        first_lat[v] = _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v,
+                                                              mem_model, _batch_key(sim_key, v, 1))
                     start = 0.0
                     for e in range(parent_ptr[v], parent_ptr[v + 1]):
                         if comp_lb[parent_idx[e]] > start:
