@@ -396,7 +396,58 @@ def _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j, 
 
 
 @compiled_only
-def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy, budget, horizon):
+def member_need(available, min_charge, completed0, busy, mem_model, mem_k):
+    """(some node neither completed nor busy lacks the member's model, ``need0``).
+
+    ``need0``: every such node still needs a first member batch costing at least ``mem_k`` x its min
+    charge, summed in node order (the ``need`` a simulation starts from; partial when a node lacks the
+    model). One place for the pair checks of :func:`run_pair` and of the surface's decide loop.
+    """
+    need0 = 0.0
+    for v in range(completed0.shape[0]):
+        if not completed0[v] and not busy[v]:
+            if not available[v, mem_model]:
+                return True, need0
+            need0 += mem_k * min_charge[v, mem_model]
+    return False, need0
+
+
+@compiled_only
+def inflight_end(inf_node, inf_end, child_tail, j):
+    """The largest in-flight batch end plus ``child_tail`` (member model j): the DAG completes no earlier
+    (-inf: nothing in flight)."""
+    end = -np.inf
+    for q in range(inf_node.shape[0]):
+        x = inf_end[q] + child_tail[inf_node[q], j]
+        if x > end:
+            end = x
+    return end
+
+
+@compiled_only
+def candidate_charge(min_charge, ready, cand_model, cand_count, c, start):
+    """``start`` plus candidate c's least charge (count x min charge per ready node, summed in ready order)."""
+    total = start
+    for r in range(ready.shape[0]):
+        total += cand_count[c, r] * min_charge[ready[r], cand_model[c, r]]
+    return total
+
+
+@compiled_only
+def candidate_end(min_lat, child_tail, ready, cand_model, c, j):
+    """The largest min latency plus ``child_tail`` (member model j) over candidate c's ready nodes: the DAG
+    completes no earlier (-inf: no ready node)."""
+    end = -np.inf
+    for r in range(ready.shape[0]):
+        v = ready[r]
+        x = min_lat[v, cand_model[c, r]] + child_tail[v, j]
+        if x > end:
+            end = x
+    return end
+
+
+@compiled_only
+def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
     Every node neither completed nor busy (ready or in flight) still needs a
@@ -409,8 +460,8 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
     available : bool (n, m)
     bounds : PlanBounds
     dec : DecisionState
-    act_model, act_count : int64 (R,)
-        The candidate's model and count per ready node (``dec.cand_*[c]``).
+    c : int
+        The candidate (row of ``dec.cand_model`` / ``dec.cand_count``).
     mem_model, mem_k : int
         The member Seq-(m, k).
     busy : bool (n,)
@@ -425,26 +476,13 @@ def _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, 
         Least cost of the first member batches of the nodes not yet launched
         (the ``need`` the simulations start from).
     """
-    min_charge, min_lat, child_tail = bounds.min_charge, bounds.min_lat, bounds.child_tail
-    ready, completed0 = dec.ready, dec.completed
-    need0 = 0.0
-    for v in range(completed0.shape[0]):
-        if not completed0[v] and not busy[v]:
-            if not available[v, mem_model]:
-                return True, need0
-            need0 += mem_k * min_charge[v, mem_model]
-    first = 0.0
-    for r in range(ready.shape[0]):
-        v = ready[r]
-        first += act_count[r] * min_charge[v, act_model[r]]
-        if min_lat[v, act_model[r]] + child_tail[v, mem_model] > horizon:
-            return True, need0
-    if first + need0 > budget:
+    min_charge, child_tail = bounds.min_charge, bounds.child_tail
+    lacks, need0 = member_need(available, min_charge, dec.completed, busy, mem_model, mem_k)
+    if lacks or candidate_end(bounds.min_lat, child_tail, dec.ready, dec.cand_model, c, mem_model) > horizon:
         return True, need0
-    for q in range(dec.inf_node.shape[0]):
-        if dec.inf_end[q] + child_tail[dec.inf_node[q], mem_model] > horizon:
-            return True, need0
-    return False, need0
+    if candidate_charge(min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0) + need0 > budget:
+        return True, need0
+    return inflight_end(dec.inf_node, dec.inf_end, child_tail, mem_model) > horizon, need0
 
 
 @njit(cache=True, nogil=True)
@@ -638,26 +676,16 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         busy[inf_node[q]] = True
     need0 = 0.0
     if prune:
-        fails, need0 = _pair_fails_surely(available, bounds, dec, act_model, act_count, mem_model, mem_k, busy, budget,
-                                          horizon)
+        fails, need0 = _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon)
         if fails:
             return 0
-    tail0 = 0.0  # the earliest the DAG can complete after the batches in flight
-    for q in range(inf_node.shape[0]):
-        x = inf_end[q] + child_tail[inf_node[q], mem_model]
-        if x > tail0:
-            tail0 = x
+    # the earliest the DAG can complete after the batches in flight
+    tail0 = max(0.0, inflight_end(inf_node, inf_end, child_tail, mem_model))
     stair = stair_b.shape[0] > 0
     top_level = stair_h.shape[1] - 1 if stair else 0
     if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
-        first_cost = need0
-        first_end = tail0
-        for r in range(R):
-            v = ready[r]
-            first_cost += act_count[r] * min_charge[v, act_model[r]]
-            x = min_lat[v, act_model[r]] + child_tail[v, mem_model]
-            if x > first_end:
-                first_end = x
+        first_cost = candidate_charge(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
+        first_end = max(tail0, candidate_end(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
         if not inside_stair(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end):
             return 0
     # per-simulation state (reset at every simulation)

@@ -20,7 +20,16 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.base.jit import compiled_only, njit
-from simulator.mcpp.kernel import first_at_least, inside_stair, pair_scratch, run_pair
+from simulator.mcpp.kernel import (
+    candidate_charge,
+    candidate_end,
+    first_at_least,
+    inflight_end,
+    inside_stair,
+    member_need,
+    pair_scratch,
+    run_pair,
+)
 from simulator.mcpp.policy import MCPortfolioPolicy
 
 #: relative band around a simulation's cost (finishing time) inside which a cell is re-simulated exactly
@@ -83,12 +92,11 @@ def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
 def _pair_screen_tables(arr, bounds, dec):
     """run_pair's first checks split by member and by candidate, once per decision (for the decide loop).
 
-    ``_pair_fails_surely``'s sums and run_pair's staircase check are made
-    of per-member parts (``need0``, a pending node without the member's
-    model, the in-flight ends plus ``child_tail``) and per-candidate parts
-    (its least charge, its ready nodes' min latency plus ``child_tail`` per
-    member model); the loop recombines them with the same operations in the
-    same order (a maximum is exact in any order).
+    ``_pair_fails_surely`` and run_pair's staircase check are made of
+    per-member parts (:func:`member_need`; :func:`inflight_end` per member
+    model) and per-candidate parts (:func:`candidate_charge`,
+    :func:`candidate_end` per member model), the very functions they call;
+    the loop recombines them as they do.
     """
     n, m = dec.completed.shape[0], arr.m
     P = dec.mem_model.shape[0]
@@ -100,31 +108,19 @@ def _pair_screen_tables(arr, bounds, dec):
         busy[dec.inf_node[q]] = True
     need0 = np.zeros(P)
     lacks = np.zeros(P, dtype=np.bool_)
-    for pm in range(P):  # _pair_fails_surely's loop, in its order
-        j = dec.mem_model[pm]
-        for v in range(n):
-            if not dec.completed[v] and not busy[v]:
-                if not arr.available[v, j]:
-                    lacks[pm] = True
-                    break
-                need0[pm] += dec.mem_k[pm] * bounds.min_charge[v, j]
+    for pm in range(P):
+        lacks[pm], need0[pm] = member_need(arr.available, bounds.min_charge, dec.completed, busy, dec.mem_model[pm],
+                                           dec.mem_k[pm])
     inf_tail = np.zeros(m)  # max(0, the in-flight batches' ends + child_tail), per member model
     for j in range(m):
-        for q in range(dec.inf_node.shape[0]):
-            x = dec.inf_end[q] + bounds.child_tail[dec.inf_node[q], j]
-            if x > inf_tail[j]:
-                inf_tail[j] = x
+        inf_tail[j] = max(0.0, inflight_end(dec.inf_node, dec.inf_end, bounds.child_tail, j))
     first = np.zeros(C)  # the candidate's least charge, summed from 0 as _pair_fails_surely
-    lat_end = np.full((C, m), -np.inf)  # its ready nodes' largest min latency + child_tail, per member model
+    lat_end = np.empty((C, m))  # its ready nodes' largest min latency + child_tail, per member model
     for c in range(C):
-        for r in range(R):
-            v = dec.ready[r]
-            first[c] += dec.cand_count[c, r] * bounds.min_charge[v, dec.cand_model[c, r]]
-            for j in range(m):
-                x = bounds.min_lat[v, dec.cand_model[c, r]] + bounds.child_tail[v, j]
-                if x > lat_end[c, j]:
-                    lat_end[c, j] = x
-    return need0, lacks, inf_tail, first, lat_end, bounds.min_charge
+        first[c] = candidate_charge(bounds.min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0)
+        for j in range(m):
+            lat_end[c, j] = candidate_end(bounds.min_lat, bounds.child_tail, dec.ready, dec.cand_model, c, j)
+    return need0, lacks, inf_tail, first, lat_end
 
 
 @njit(cache=True, nogil=True)
@@ -183,7 +179,8 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     cost[:] = np.inf
     fin[:] = np.inf
     dirty = False
-    need0_t, lacks_t, inf_tail_t, first_t, lat_end_t, min_charge = _pair_screen_tables(arr, bounds, dec)
+    need0_t, lacks_t, inf_tail_t, first_t, lat_end_t = _pair_screen_tables(arr, bounds, dec)
+    min_charge = bounds.min_charge
     mem_model, cand_model, cand_count, ready = dec.mem_model, dec.cand_model, dec.cand_count, dec.ready
     prune = dec.prune
     n_inf = dec.inf_node.shape[0]
@@ -200,9 +197,8 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
         if prune and (lacks_t[pm] or lat_end_t[pc, j] > top_h or first_t[pc] + need0_t[pm] > top_b
                       or (n_inf > 0 and inf_tail_t[j] > top_h)):
             continue
-        first_cost = need0_t[pm] if prune else 0.0  # the staircase check: need0, then the candidate's charges
-        for r in range(ready.shape[0]):
-            first_cost += cand_count[pc, r] * min_charge[ready[r], cand_model[pc, r]]
+        # the staircase check: need0, then the candidate's charges
+        first_cost = candidate_charge(min_charge, ready, cand_model, cand_count, pc, need0_t[pm] if prune else 0.0)
         if not inside_stair(stair_b, stair_h, M, first_cost, max(inf_tail_t[j], lat_end_t[pc, j])):
             continue
         if dirty:  # only a pair that recorded a success left entries to clear
