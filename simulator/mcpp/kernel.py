@@ -27,13 +27,14 @@ simulations of one pair.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 from numba import uint64
 
 from simulator.base.jit import compiled_only, njit
-from simulator.base.rng import GOLDEN, fold, normal, normal_lower, randint, uniform
+from simulator.base.rng import GOLDEN, cos_2pi_lower, fold, normal, normal_lower, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
@@ -488,7 +489,7 @@ def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget
 @njit(cache=True, nogil=True)
 def pair_scratch(n, K=0):
     """:func:`run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
-    return (np.empty((10, max(n, K)), dtype=np.int64), np.empty((6, n), dtype=np.float64),
+    return (np.empty((17, max(n, K)), dtype=np.int64), np.empty((11, n), dtype=np.float64),
             np.empty((3, n), dtype=np.bool_))  # fmt: skip
 
 
@@ -575,6 +576,189 @@ def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
                 placed[v] = True
                 progress = True
     return n_pend
+
+
+#: the quick kill's kinds of first attempt: never tested, always past its room, a normal draw's z past
+#: ``q_z``, a row's latency past ``q_z``
+Q_NEVER, Q_ALWAYS, Q_Z, Q_ROW = 0, 1, 2, 3
+
+
+@compiled_only
+def _quick_list(arr, bounds, dec, c, mem_model, pend, n_pend, flo, q_node, q_model, q_base):
+    """The nodes whose first attempt the quick kill tests, with the draw-free part of their bound.
+
+    Every ready node's first attempt is the candidate's (batch 1), every pending node's the member's;
+    such a node starts no earlier than its parents' floors (a batch in flight: its end; a ready node:
+    its model's min latency; a pending node: its start plus the member's) and the DAG completes no
+    earlier than its end plus ``child_tail``. ``q_base``: that start plus the tail; ``q_model``: the
+    attempt's model. Returns their number.
+    """
+    min_lat, child_tail = bounds.min_lat, bounds.child_tail
+    parent_ptr, parent_idx = arr.parent_ptr, arr.parent_idx
+    ready, act_model = dec.ready, dec.cand_model[c]
+    n = flo.shape[0]
+    for v in range(n):
+        flo[v] = 0.0
+    for q in range(dec.inf_node.shape[0]):
+        flo[dec.inf_node[q]] = dec.inf_end[q]
+    n_q = 0
+    for r in range(ready.shape[0]):
+        v = ready[r]
+        flo[v] = min_lat[v, act_model[r]]
+        q_node[n_q] = v
+        q_model[n_q] = act_model[r]
+        q_base[n_q] = child_tail[v, mem_model]
+        n_q += 1
+    for i in range(n_pend):
+        v = pend[i]
+        start = 0.0
+        for e in range(parent_ptr[v], parent_ptr[v + 1]):
+            if flo[parent_idx[e]] > start:
+                start = flo[parent_idx[e]]
+        flo[v] = start + min_lat[v, mem_model]
+        q_node[n_q] = v
+        q_model[n_q] = mem_model
+        q_base[n_q] = start + child_tail[v, mem_model]
+        n_q += 1
+    return n_q
+
+
+@compiled_only
+def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_z, q_u, prob):
+    """Each listed first attempt's kill test at ``cut``, most likely first (see :func:`_quick_kill`)."""
+    row_ptr, row_lat, m = arr.row_ptr, arr.row_lat, arr.m
+    lat_kind, lat_c0, lat_c1 = bounds.lat_kind, bounds.lat_c0, bounds.lat_c1
+    for i in range(n_q):
+        v = q_node[i]
+        j = q_model[i]
+        # past room, the DAG completes after cut, whatever the roundings (a relative 1e-9 beyond them)
+        room = cut * (1.0 + 1e-9) + 1e-9 - q_base[i] * (1.0 - 1e-9)
+        k = v * m + j
+        kind = lat_kind[v, j]
+        c0 = lat_c0[v, j]
+        c1 = lat_c1[v, j]
+        q_u[i] = 0.0
+        if row_ptr[k + 1] > row_ptr[k]:
+            q_kind[i] = Q_ROW
+            q_z[i] = room
+            hits = 0
+            for e in range(row_ptr[k], row_ptr[k + 1]):
+                if row_lat[e] > room:
+                    hits += 1
+            prob[i] = hits / (row_ptr[k + 1] - row_ptr[k])
+        elif room < 1e-3 and kind != LAT_GAMMA:  # every latency is >= 1e-3
+            q_kind[i] = Q_ALWAYS
+            prob[i] = 2.0
+        elif kind == LAT_FIXED:
+            q_kind[i] = Q_ALWAYS if c0 > room else Q_NEVER
+            prob[i] = 2.0 if c0 > room else 0.0
+        elif kind == LAT_LOGNORMAL or kind == LAT_GAUSSIAN:
+            if room == np.inf:
+                q_kind[i] = Q_NEVER
+                prob[i] = 0.0
+                continue
+            x = np.log(room) if kind == LAT_LOGNORMAL else room
+            z = (x - c0) / c1 + SCREEN_MARGIN * (1.0 + abs(x) + abs(c0)) / c1
+            q_kind[i] = Q_Z
+            q_z[i] = z
+            q_u[i] = np.exp(-0.5 * z * z) * (1.0 + SCREEN_MARGIN) if z > 0.0 else 2.0
+            prob[i] = 0.5 * math.erfc(z / np.sqrt(2.0))
+        else:
+            q_kind[i] = Q_NEVER
+            prob[i] = 0.0
+    for i in range(1, n_q):  # most likely first (insertion sort: a few nodes)
+        pv, nv, jv, kv, zv, uv, bv = prob[i], q_node[i], q_model[i], q_kind[i], q_z[i], q_u[i], q_base[i]
+        h = i
+        while h > 0 and prob[h - 1] < pv:
+            prob[h], q_node[h], q_model[h], q_kind[h] = prob[h - 1], q_node[h - 1], q_model[h - 1], q_kind[h - 1]
+            q_z[h], q_u[h], q_base[h] = q_z[h - 1], q_u[h - 1], q_base[h - 1]
+            h -= 1
+        prob[h], q_node[h], q_model[h], q_kind[h], q_z[h], q_u[h], q_base[h] = pv, nv, jv, kv, zv, uv, bv
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _quick_kill(row_ptr, row_lat, m, sim_key, n_q, q_node, q_model, q_kind, q_z, q_u, cut):
+    """Whether some listed first attempt certainly ends past its room (the simulation then fails).
+
+    The normal of a draw is at least :func:`~simulator.base.rng.normal_lower` (r cos_lower, r =
+    sqrt(-2 ln u1)): with z = ``q_z`` below 0 a non-negative cos_lower already passes it, above 0 only
+    u1 below exp(-z^2 / 2) can, so most tests take one or two uniforms and no logarithm.
+    """
+    if not cut >= 0.0:
+        return True
+    for i in range(n_q):
+        kind = q_kind[i]
+        if kind == Q_NEVER:
+            continue
+        if kind == Q_ALWAYS:
+            return True
+        v = q_node[i]
+        bkey = _batch_key(sim_key, v, 1)
+        if kind == Q_ROW:
+            k = v * m + q_model[i]
+            if row_lat[_row_of(bkey, row_ptr[k], row_ptr[k + 1])] > q_z[i]:
+                return True
+            continue
+        z = q_z[i]
+        if z < 0.0:
+            cl = cos_2pi_lower(uniform(bkey, 2))
+            if cl >= 0.0 or np.sqrt(-2.0 * np.log(uniform(bkey, 1))) * cl > z:
+                return True
+        else:
+            u1 = uniform(bkey, 1)
+            if u1 < q_u[i] and np.sqrt(-2.0 * np.log(u1)) * cos_2pi_lower(uniform(bkey, 2)) > z:
+                return True
+    return False
+
+
+#: most batches of one node the chain screen follows (stopping earlier only weakens its bound)
+CHAIN_BATCHES = 16
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _latency_lower(kind, c0, c1, key):
+    """A lower bound of :func:`_latency` (kind, c0, c1, key): the normal taken at
+    :func:`~simulator.base.rng.normal_lower` (never above it, and without ``cos``); gamma and fixed laws
+    exactly. Scalars only: the chain screen calls it once per node and batch."""
+    if kind == LAT_LOGNORMAL:
+        return max(np.exp(c0 + c1 * normal_lower(key, 1)) * (1.0 - 1e-12), 1e-3)
+    if kind == LAT_GAUSSIAN:
+        return max(c0 + c1 * normal_lower(key, 1), 1e-3)
+    return _latency(kind, c0, c1, key)
+
+
+#: the chain screen's kinds of node: a batch in flight, a ready node, a pending node
+CH_INFLIGHT, CH_READY, CH_PENDING = 0, 1, 2
+#: the relative widening of the chain screen's cut (far beyond the roundings of its sums)
+CUT_WIDEN = 1.0 + 1e-9
+
+
+@compiled_only
+def _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count, ch_start):
+    """The chain screen's nodes in the order it bounds them, with their first batch here; their number."""
+    n_ch = 0
+    for q in range(dec.inf_node.shape[0]):  # relaunched by the member if its batch fails
+        ch_node[n_ch] = dec.inf_node[q]
+        ch_kind[n_ch] = CH_INFLIGHT
+        ch_model[n_ch] = mem_model
+        ch_count[n_ch] = mem_k
+        ch_start[n_ch] = dec.inf_end[q]
+        n_ch += 1
+    for r in range(dec.ready.shape[0]):  # launched by the candidate
+        ch_node[n_ch] = dec.ready[r]
+        ch_kind[n_ch] = CH_READY
+        ch_model[n_ch] = dec.cand_model[c, r]
+        ch_count[n_ch] = dec.cand_count[c, r]
+        ch_start[n_ch] = 0.0
+        n_ch += 1
+    for i in range(n_pend):  # launched by the member once its parents completed
+        ch_node[n_ch] = pend[i]
+        ch_kind[n_ch] = CH_PENDING
+        ch_model[n_ch] = mem_model
+        ch_count[n_ch] = mem_k
+        ch_start[n_ch] = -1.0
+        n_ch += 1
+    return n_ch
 
 
 @compiled_only
@@ -683,6 +867,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     tail0 = max(0.0, inflight_end(inf_node, inf_end, child_tail, mem_model))
     stair = stair_b.shape[0] > 0
     top_level = stair_h.shape[1] - 1 if stair else 0
+    first_cost = 0.0
     if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
         first_cost = candidate_charge(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
         first_end = max(tail0, candidate_end(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
@@ -727,11 +912,27 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     chain = stair and prune and screen
     pend = work_i[9]
     comp_lb = work_f[4]  # per node: a lower bound of its completion time in this simulation
-    first_lat = work_f[5]  # per pending node: the latency of its first member attempt
     n_pend = _chain_order(completed0, busy, parent_ptr, parent_idx, completed, pend) if chain else 0
     chain_tries = 0
     chain_hits = 0
-    i_need0 = first_at_least(stair_b, need0) if chain else 0
+    # the quick kill (see _quick_list): one first attempt past its room, against draw-free floors
+    q_node = work_i[10]
+    q_kind = work_i[11]
+    q_model = work_i[12]
+    q_base = work_f[6]
+    q_z = work_f[7]
+    q_u = work_f[8]
+    n_q = _quick_list(arr, bounds, dec, c, mem_model, pend, n_pend, work_f[9], q_node, q_model, q_base) if chain else 0
+    q_cut = np.nan
+    n_stair = stair_b.shape[0]
+    i_first = first_at_least(stair_b, first_cost) if chain else 0
+    ch_node = work_i[13]  # the chain screen's nodes (in flight, ready, pending parents first)
+    ch_kind = work_i[14]
+    ch_model = work_i[15]  # the model and count of its first batch here
+    ch_count = work_i[16]
+    ch_start = work_f[10]  # its start (-1: after its parents)
+    n_ch = _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count,
+                        ch_start) if chain else 0
     for v in range(n):  # a completed node's bound; every other node's is written before it is read
         comp_lb[v] = 0.0
     wins = 0
@@ -743,6 +944,19 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         level = min(wins + (s_hi - s_idx), top_level)  # most successes the pair can still have
         finish_lb = tail0  # a lower bound of the finishing time, raised at every launch
         sim_key = fold(pair_key, s_idx)
+        screen_now = chain and (chain_tries < CHAIN_PROBE or chain_hits * CHAIN_KEEP >= chain_tries)
+        cut = horizon
+        if screen_now:
+            chain_tries += 1
+            # the latest finishing time in a cell the pair can still change, at its least cost (-inf: none),
+            # widened beyond the roundings of the bounds compared with it
+            cut = -np.inf if i_first >= n_stair else min(horizon, stair_h[i_first, level]) * CUT_WIDEN + 1e-9
+            if not cut == q_cut:
+                q_cut = cut
+                _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_z, q_u, work_f[9])
+            if _quick_kill(row_ptr, row_lat, m, sim_key, n_q, q_node, q_model, q_kind, q_z, q_u, cut):
+                chain_hits += 1
+                continue
         # the in-flight batches: known end; success redrawn per unfinished attempt
         # as Bernoulli(p) (key: batch 0 of the node) unless one already succeeded
         nq = 0
@@ -760,59 +974,63 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
             batch_succ[v] = sq
             queue[nq] = v
             nq += 1
-        if chain and (chain_tries < CHAIN_PROBE or chain_hits * CHAIN_KEEP >= chain_tries):
-            # Every node completes no earlier than its parents plus the first attempt of its first batch
-            # here (batch 1 of its key, launched by the member on a pending node or on an in-flight node
-            # whose batch fails; by the candidate on a ready node; a lower bound of that latency is
-            # enough), and floating-point sums are monotone: a bound beyond the horizon, or fitting no
-            # cell the pair can still change, is a failure whatever else is drawn, so the screen stops
-            # at the first node whose bound is past ``cut``. Pass 0 counts the ready nodes at their
-            # floor, pass 1 draws their first attempts too. Only skipped simulations change: none of
-            # them succeeds.
-            chain_tries += 1
-            # dead exactly when some bound exceeds cut: the horizon, or the staircase's horizon at need0
-            # (inside_stair's test, the largest bound being the one it reads; no cell at all: -inf)
-            cut = horizon
-            if i_need0 >= stair_b.shape[0]:
-                cut = -np.inf
-            elif stair_h[i_need0, level] < cut:
-                cut = stair_h[i_need0, level]
-            dead = not cut >= 0.0  # every bound is >= 0
-            for q in range(0 if dead else inf_node.shape[0]):
-                v = inf_node[q]
-                comp_lb[v] = inf_end[q]
-                if not batch_succ[v]:
-                    comp_lb[v] = inf_end[q] + _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m,
-                                                                     v, mem_model, _batch_key(sim_key, v, 1))
-                if comp_lb[v] > cut:
-                    dead = True
-                    break
-            for pas in range(0 if dead else 2):
-                for r in range(R):
-                    v = ready[r]
-                    j = act_model[r]
-                    if pas == 0:
-                        comp_lb[v] = min_lat[v, j]
-                    else:
-                        comp_lb[v] = _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j,
-                                                            _batch_key(sim_key, v, 1))
-                    if comp_lb[v] > cut:
-                        dead = True
-                        break
-                for i in range(0 if dead else n_pend):
-                    v = pend[i]
-                    if pas == 0:
-                        first_lat[v] = _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v,
-                                                              mem_model, _batch_key(sim_key, v, 1))
-                    start = 0.0
+        if screen_now:
+            # The chain screen. Before a simulation launches anything, each node's batches are followed in
+            # its keys until one succeeds: the candidate's batch 1 on a ready node, the member's batches
+            # after it (on a pending node, and on an in-flight node whose batch fails, from batch 1 of its
+            # key). A node completes no earlier than its start (its parents' bounds; a batch in flight:
+            # its end) plus the first attempt of each of these batches (a lower bound of that latency is
+            # enough), the DAG no earlier than that plus ``child_tail``, and each batch charges at least
+            # k x its min charge. A bound past the cut at the charges counted so far (the horizon, or
+            # the staircase's: no cell the pair can still change) is a failure whatever else is drawn:
+            # only such simulations are skipped, and none of them succeeds.
+            dead = False
+            cost_c = first_cost
+            cut_c = cut
+            for i in range(n_ch):
+                v = ch_node[i]
+                t_c = ch_start[i]
+                if t_c < 0.0:  # after its parents
+                    t_c = 0.0
                     for e in range(parent_ptr[v], parent_ptr[v + 1]):
-                        if comp_lb[parent_idx[e]] > start:
-                            start = comp_lb[parent_idx[e]]
-                    comp_lb[v] = start + first_lat[v]
-                    if comp_lb[v] > cut:
-                        dead = True
-                        break
-                if dead:
+                        if comp_lb[parent_idx[e]] > t_c:
+                            t_c = comp_lb[parent_idx[e]]
+                if not (ch_kind[i] == CH_INFLIGHT and batch_succ[v]):
+                    j_c = ch_model[i]
+                    k_c = ch_count[i]
+                    cost_0 = cost_c
+                    if ch_kind[i] == CH_INFLIGHT:  # its relaunch is not in first_cost
+                        cost_c += k_c * min_charge[v, j_c]
+                    for b in range(1, CHAIN_BATCHES + 1):
+                        if b > 1:
+                            j_c = mem_model
+                            k_c = mem_k
+                            cost_c += mem_k * min_charge[v, mem_model]
+                        bkey = _batch_key(sim_key, v, b)
+                        kr = v * m + j_c
+                        lo = row_ptr[kr]
+                        hi = row_ptr[kr + 1]
+                        ok = False
+                        if hi > lo:
+                            t_c += row_lat[_row_of(bkey, lo, hi)]
+                            for a in range(k_c):
+                                if row_succ[_row_of(bkey + uint64(a) * GOLDEN, lo, hi)]:
+                                    ok = True
+                                    break
+                        else:
+                            t_c += _latency_lower(lat_kind[v, j_c], lat_c0[v, j_c], lat_c1[v, j_c], bkey)
+                            for a in range(k_c):
+                                if uniform(bkey + uint64(a) * GOLDEN, 0) < p[v, j_c]:
+                                    ok = True
+                                    break
+                        if ok:
+                            break
+                    if cost_c > cost_0:
+                        i_c = first_at_least(stair_b, cost_c)
+                        cut_c = -np.inf if i_c >= n_stair else min(horizon, stair_h[i_c, level]) * CUT_WIDEN + 1e-9
+                comp_lb[v] = t_c
+                if t_c + child_tail[v, mem_model] > cut_c:
+                    dead = True
                     break
             if dead:
                 chain_hits += 1
