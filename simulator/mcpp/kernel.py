@@ -581,6 +581,10 @@ def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
 #: the quick kill's kinds of first attempt: never tested, always past its room, a normal draw's z past
 #: ``q_z``, a row's latency past ``q_z``
 Q_NEVER, Q_ALWAYS, Q_Z, Q_ROW = 0, 1, 2, 3
+#: the quick kill's thresholds are recomputed once the cut has fallen below this fraction of theirs
+Q_STALE = 0.98
+#: most batches of one node the chain screen follows (stopping earlier only weakens its bound)
+CHAIN_BATCHES = 16
 
 
 @compiled_only
@@ -677,42 +681,18 @@ def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _quick_kill(row_ptr, row_lat, m, sim_key, n_q, q_node, q_model, q_kind, q_z, q_u, cut):
-    """Whether some listed first attempt certainly ends past its room (the simulation then fails).
+def _normal_passes(z, u_max, bkey):
+    """Whether the normal of the draw of key ``bkey`` is certainly above ``z`` (the quick kill's test).
 
-    The normal of a draw is at least :func:`~simulator.base.rng.normal_lower` (r cos_lower, r =
-    sqrt(-2 ln u1)): with z = ``q_z`` below 0 a non-negative cos_lower already passes it, above 0 only
-    u1 below exp(-z^2 / 2) can, so most tests take one or two uniforms and no logarithm.
+    The normal is at least :func:`~simulator.base.rng.normal_lower` (r cos_lower, r = sqrt(-2 ln u1)): below
+    a negative z, a non-negative cos_lower already passes it; above a positive one, only u1 below
+    ``u_max`` (exp(-z^2 / 2) and a margin) can, so most tests take one or two uniforms and no logarithm.
     """
-    if not cut >= 0.0:
-        return True
-    for i in range(n_q):
-        kind = q_kind[i]
-        if kind == Q_NEVER:
-            continue
-        if kind == Q_ALWAYS:
-            return True
-        v = q_node[i]
-        bkey = _batch_key(sim_key, v, 1)
-        if kind == Q_ROW:
-            k = v * m + q_model[i]
-            if row_lat[_row_of(bkey, row_ptr[k], row_ptr[k + 1])] > q_z[i]:
-                return True
-            continue
-        z = q_z[i]
-        if z < 0.0:
-            cl = cos_2pi_lower(uniform(bkey, 2))
-            if cl >= 0.0 or np.sqrt(-2.0 * np.log(uniform(bkey, 1))) * cl > z:
-                return True
-        else:
-            u1 = uniform(bkey, 1)
-            if u1 < q_u[i] and np.sqrt(-2.0 * np.log(u1)) * cos_2pi_lower(uniform(bkey, 2)) > z:
-                return True
-    return False
-
-
-#: most batches of one node the chain screen follows (stopping earlier only weakens its bound)
-CHAIN_BATCHES = 16
+    if z < 0.0:
+        cl = cos_2pi_lower(uniform(bkey, 2))
+        return cl >= 0.0 or np.sqrt(-2.0 * np.log(uniform(bkey, 1))) * cl > z
+    u1 = uniform(bkey, 1)
+    return u1 < u_max and np.sqrt(-2.0 * np.log(u1)) * cos_2pi_lower(uniform(bkey, 2)) > z
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -951,10 +931,27 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
             # the latest finishing time in a cell the pair can still change, at its least cost (-inf: none),
             # widened beyond the roundings of the bounds compared with it
             cut = -np.inf if i_first >= n_stair else min(horizon, stair_h[i_first, level]) * CUT_WIDEN + 1e-9
-            if not cut == q_cut:
+            if not cut >= q_cut * Q_STALE:  # the cut only falls: thresholds of a larger one kill less, exactly
                 q_cut = cut
                 _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_z, q_u, work_f[9])
-            if _quick_kill(row_ptr, row_lat, m, sim_key, n_q, q_node, q_model, q_kind, q_z, q_u, cut):
+            # the quick kill: a first attempt past its room (see _quick_list), most likely first
+            killed = not cut >= 0.0
+            for i in range(0 if killed else n_q):
+                kind = q_kind[i]
+                if kind == Q_NEVER:
+                    break  # sorted last
+                if kind == Q_ALWAYS:
+                    killed = True
+                    break
+                bkey = _batch_key(sim_key, q_node[i], 1)
+                if kind == Q_ROW:
+                    kr = q_node[i] * m + q_model[i]
+                    killed = row_lat[_row_of(bkey, row_ptr[kr], row_ptr[kr + 1])] > q_z[i]
+                else:
+                    killed = _normal_passes(q_z[i], q_u[i], bkey)
+                if killed:
+                    break
+            if killed:
                 chain_hits += 1
                 continue
         # the in-flight batches: known end; success redrawn per unfinished attempt
