@@ -582,7 +582,7 @@ def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
 #: ``q_z``, a row's latency past ``q_z``
 Q_NEVER, Q_ALWAYS, Q_Z, Q_ROW = 0, 1, 2, 3
 #: the quick kill's thresholds are recomputed once the cut has fallen below this fraction of theirs
-Q_STALE = 0.98
+Q_STALE = 0.9
 #: most batches of one node the chain screen follows (stopping earlier only weakens its bound)
 CHAIN_BATCHES = 16
 
