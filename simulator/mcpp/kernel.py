@@ -487,9 +487,9 @@ def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget
 
 
 @njit(cache=True, nogil=True)
-def pair_scratch(n, K=0):
-    """:func:`run_pair`'s scratch arrays for an n-node DAG and K surface cells."""
-    return (np.empty((17, max(n, K)), dtype=np.int64), np.empty((11, n), dtype=np.float64),
+def pair_scratch(n, K=0, sims=0):
+    """:func:`run_pair`'s scratch arrays for an n-node DAG, K surface cells and ``sims`` screened simulations."""
+    return (np.empty((18, max(n, K, sims)), dtype=np.int64), np.empty((11, n), dtype=np.float64),
             np.empty((3, n), dtype=np.bool_))  # fmt: skip
 
 
@@ -915,18 +915,40 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                         ch_start) if chain else 0
     for v in range(n):  # a completed node's bound; every other node's is written before it is read
         comp_lb[v] = 0.0
+    # Two phases. With the screens (the surface), phase 1 screens the simulations in order and keeps the
+    # ones they cannot end (``surv``), until it has screened them all or the screen stops paying (the
+    # rest, from ``s_tail``, are kept unscreened); phase 2 simulates the kept ones in full. A pair that
+    # cannot beat its bar then stops on the screens' certain failures alone, before any full simulation.
+    # Without them (the planner), phase 2 runs every simulation in order. The count is the same in any order.
     wins = 0
-    for s_idx in range(s_lo, s_hi):
-        if wins + (s_hi - s_idx) < min_wins:
+    surv = work_i[17]
+    screening = chain and surv.shape[0] >= s_hi - s_lo
+    n_surv = 0
+    n_dead = 0
+    s_tail = s_lo  # phase 1: the next simulation to screen; phase 2: the first of the unscreened ones
+    i_run = 0  # phase 2: the next kept simulation to run
+    while True:
+        if screening and s_tail < s_hi and (chain_tries < CHAIN_PROBE or chain_hits * CHAIN_KEEP >= chain_tries):
+            s_idx = s_tail
+            s_tail += 1
+            possible = (s_hi - s_lo) - n_dead  # most successes the pair can still have
+        else:
+            screening = False
+            n_run = n_surv + (s_hi - s_tail)
+            if i_run == n_run:
+                break
+            s_idx = surv[i_run] if i_run < n_surv else s_tail + (i_run - n_surv)
+            possible = wins + (n_run - i_run)
+            i_run += 1
+        if possible < min_wins:
             return -1
-        if K > 0 and slack + (s_hi - s_idx) <= 0:
+        if K > 0 and slack + possible <= 0:
             return -1  # no cell can get more than its best
-        level = min(wins + (s_hi - s_idx), top_level)  # most successes the pair can still have
+        level = min(possible, top_level)
         finish_lb = tail0  # a lower bound of the finishing time, raised at every launch
         sim_key = fold(pair_key, s_idx)
-        screen_now = chain and (chain_tries < CHAIN_PROBE or chain_hits * CHAIN_KEEP >= chain_tries)
         cut = horizon
-        if screen_now:
+        if screening:
             chain_tries += 1
             # the latest finishing time in a cell the pair can still change, at its least cost (-inf: none),
             # widened beyond the roundings of the bounds compared with it
@@ -953,6 +975,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                     break
             if killed:
                 chain_hits += 1
+                n_dead += 1
                 continue
         # the in-flight batches: known end; success redrawn per unfinished attempt
         # as Bernoulli(p) (key: batch 0 of the node) unless one already succeeded
@@ -971,7 +994,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
             batch_succ[v] = sq
             queue[nq] = v
             nq += 1
-        if screen_now:
+        if screening:
             # The chain screen. Before a simulation launches anything, each node's batches are followed in
             # its keys until one succeeds: the candidate's batch 1 on a ready node, the member's batches
             # after it (on a pending node, and on an in-flight node whose batch fails, from batch 1 of its
@@ -1031,7 +1054,11 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                     break
             if dead:
                 chain_hits += 1
-                continue
+                n_dead += 1
+            else:
+                surv[n_surv] = s_idx
+                n_surv += 1
+            continue
         n_completed = n_completed0  # the simulation's own state (not read by the screen above)
         for v in range(n):
             completed[v] = completed0[v]

@@ -163,7 +163,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     none = np.empty(0)
     no_stair = np.empty((0, 0))
     one = np.empty(0)
-    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0], K if track else 0)
+    work_i, work_f, work_b = pair_scratch(dec.completed.shape[0], K if track else 0, M)
     cell_b = np.empty(K if track else 0)
     cell_h = np.empty(K if track else 0)
     for k in range(cell_b.shape[0]):
