@@ -379,21 +379,27 @@ def draw_flat(row_ptr, row_lat, row_succ, row_charge, p, lat_mean, lat_std, tmpl
     return lat, succ, charge_of_draw(cil, charge, lat)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _latency_lower(kind, c0, c1, key):
+    """A lower bound of :func:`_latency` (kind, c0, c1, key): the normal taken at
+    :func:`~simulator.base.rng.normal_lower` (never above it, and without ``cos``); gamma and fixed laws
+    exactly. Scalars only: the chain screen calls it once per node and batch."""
+    if kind == LAT_LOGNORMAL:
+        return max(np.exp(c0 + c1 * normal_lower(key, 1)) * (1.0 - 1e-12), 1e-3)
+    if kind == LAT_GAUSSIAN:
+        return max(c0 + c1 * normal_lower(key, 1), 1e-3)
+    return _latency(kind, c0, c1, key)
+
+
 @njit(cache=True, nogil=True)
 def _attempt_latency_lower(row_ptr, row_lat, lat_kind, lat_c0, lat_c1, m, v, j, key):
     """A lower bound of an attempt's latency as :func:`run_pair`'s attempts draw it: its row (exact), else
-    the law's draw with :func:`~simulator.base.rng.normal_lower` for the normal (never above it, within
-    about 1e-9 x its radius, and without ``cos``: the chain screen's draws are most of a hopeless
-    decision's time). Only bounds are read from it, so a lower bound keeps every stop it makes exact."""
+    :func:`_latency_lower` (the chain screen writes the same two cases out in place). Only bounds are read
+    from it, so a lower bound keeps every stop it makes exact."""
     k = v * m + j
     if row_ptr[k + 1] > row_ptr[k]:
         return row_lat[_row_of(key, row_ptr[k], row_ptr[k + 1])]
-    kind = lat_kind[v, j]
-    if kind == LAT_LOGNORMAL:
-        return max(np.exp(lat_c0[v, j] + lat_c1[v, j] * normal_lower(key, 1)) * (1.0 - 1e-12), 1e-3)
-    if kind == LAT_GAUSSIAN:
-        return max(lat_c0[v, j] + lat_c1[v, j] * normal_lower(key, 1), 1e-3)
-    return _latency(kind, lat_c0[v, j], lat_c1[v, j], key)
+    return _latency_lower(lat_kind[v, j], lat_c0[v, j], lat_c1[v, j], key)
 
 
 @compiled_only
@@ -629,7 +635,13 @@ def _quick_list(arr, bounds, dec, c, mem_model, pend, n_pend, flo, q_node, q_mod
 
 @compiled_only
 def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_z, q_u, prob):
-    """Each listed first attempt's kill test at ``cut``, most likely first (see :func:`_quick_kill`)."""
+    """Each listed first attempt's kill test at ``cut``, most likely first (the quick kill in :func:`run_pair`).
+
+    Past ``room`` (``cut`` less the attempt's start floor and tail, widened beyond any rounding) the
+    attempt ends the DAG past the cut. A row is compared as drawn; a lognormal or Gaussian draw is past
+    it when its normal is above ``q_z`` (:func:`_normal_passes`); ``prob`` (scratch) orders the tests by
+    how often they end a simulation.
+    """
     row_ptr, row_lat, m = arr.row_ptr, arr.row_lat, arr.m
     lat_kind, lat_c0, lat_c1 = bounds.lat_kind, bounds.lat_c0, bounds.lat_c1
     for i in range(n_q):
@@ -693,18 +705,6 @@ def _normal_passes(z, u_max, bkey):
         return cl >= 0.0 or np.sqrt(-2.0 * np.log(uniform(bkey, 1))) * cl > z
     u1 = uniform(bkey, 1)
     return u1 < u_max and np.sqrt(-2.0 * np.log(u1)) * cos_2pi_lower(uniform(bkey, 2)) > z
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _latency_lower(kind, c0, c1, key):
-    """A lower bound of :func:`_latency` (kind, c0, c1, key): the normal taken at
-    :func:`~simulator.base.rng.normal_lower` (never above it, and without ``cos``); gamma and fixed laws
-    exactly. Scalars only: the chain screen calls it once per node and batch."""
-    if kind == LAT_LOGNORMAL:
-        return max(np.exp(c0 + c1 * normal_lower(key, 1)) * (1.0 - 1e-12), 1e-3)
-    if kind == LAT_GAUSSIAN:
-        return max(c0 + c1 * normal_lower(key, 1), 1e-3)
-    return _latency(kind, c0, c1, key)
 
 
 #: the chain screen's kinds of node: a batch in flight, a ready node, a pending node
@@ -886,9 +886,9 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         cell_cnt[k] = 0
         if -cell_best[k] > slack:
             slack = -cell_best[k]
-    # The chain screen (the surface only, atomic launches): before a simulation launches anything, the
-    # first attempt of each first batch it will launch bounds its finishing time from below (see
-    # _chain_order). ``pend`` holds the nodes no launch has touched yet, parents first.
+    # The screens (the surface only, atomic launches; see the two phases below): before a simulation
+    # launches anything, bounds from its own draws end it when it certainly fails in every cell the pair
+    # can still change. ``pend`` holds the nodes no launch has touched yet, parents first (_chain_order).
     chain = stair and prune and screen
     pend = work_i[9]
     comp_lb = work_f[4]  # per node: a lower bound of its completion time in this simulation
