@@ -37,3 +37,15 @@ def dag0_pool():
     from executor.inputs import load_dag
 
     return load_dag(os.path.join(ROOT, "examples", "example_pool.jsonl"), 0)[0]
+
+
+@pytest.fixture(scope="session")
+def cf_pool(tmp_path_factory):
+    """A 4-model synthetic pool whose DAG 0 is the 9-node CodeFlow DAG of the surface benchmarks (lognormal)."""
+    from poolbuild.synthetic.cli import main as synthetic_main
+    from simulator.pools.pool import load_pool
+
+    out = tmp_path_factory.mktemp("cf") / "cf9.jsonl"
+    args = ["--topology", "codeflow:2", "--benchmark-nodes", "9", "--models", "4", "--seed", "3", "--out", str(out)]
+    assert synthetic_main(args) == 0
+    return load_pool(str(out))

@@ -23,7 +23,6 @@ import pytest
 from numba import njit
 
 import simulator.surface.decide as decide
-from poolbuild.synthetic.cli import main as synthetic_main
 from simulator.costs.arrays import dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.mcpp.kernel import pair_scratch, run_pair
@@ -107,14 +106,6 @@ def _check(arr, decisions, n_decisions=10, n_pairs=12):
     return total, ended
 
 
-@pytest.fixture(scope="module")
-def cf_pool(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cf") / "cf9.jsonl"
-    args = ["--topology", "codeflow:2", "--benchmark-nodes", "9", "--models", "4", "--seed", "3", "--out", str(out)]
-    assert synthetic_main(args) == 0
-    return load_pool(str(out))
-
-
 @pytest.mark.parametrize("law", ["lognormal", "gaussian", "gamma"])
 def test_screens_end_only_failures_on_a_parametric_dag(cf_pool, law):
     cost = dataclasses.replace(RunSettings().cost, latency_dist=law)
@@ -126,8 +117,8 @@ def test_screens_end_only_failures_on_a_parametric_dag(cf_pool, law):
     assert total >= 5000 and ended > total // 4  # the screens had work to do
 
 
-def test_screens_end_only_failures_on_empirical_rows():
-    pool = load_pool("examples/example_pool.jsonl")
+def test_screens_end_only_failures_on_empirical_rows(example_pool_path):
+    pool = load_pool(example_pool_path)
     dag = 3
     arr = dag_arrays(pool, dag, RunSettings().cost)
     assert arr.row_ptr[-1] > 0  # rows: the quick kill's and the chain's row path

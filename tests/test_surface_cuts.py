@@ -14,26 +14,15 @@ with none (``docs/surface.md``, "What the published set costs").
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from poolbuild.synthetic.cli import main as synthetic_main
 from simulator.costs.arrays import dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.episode import run_policy_episode
 from simulator.engine.loop import REASONS
-from simulator.pools.pool import load_pool
 from simulator.simulate import RunSettings, policy_for
 from simulator.surface.tree import mcpp_trial_cells
 
 MCPP_SMALL = {"M": 8, "max_candidate_actions": 2048}
-
-
-@pytest.fixture(scope="module")
-def cf_pool(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cf") / "cf9.jsonl"
-    args = ["--topology", "codeflow:2", "--benchmark-nodes", "9", "--models", "4", "--seed", "3", "--out", str(out)]
-    assert synthetic_main(args) == 0
-    return load_pool(str(out))
 
 
 def _tight_axes(arr):
