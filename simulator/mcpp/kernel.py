@@ -800,8 +800,9 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         and their best counts so far: the pair stops (-1) once no cell can
         reach more than its best, counting each success in every cell that
         may admit it. Empty: only ``min_wins``.
-    work_i, work_f, work_b : int64 (10, max(n, K)), float64 (6, n), bool (3, n)
-        Scratch (:func:`pair_scratch`), overwritten.
+    work_i, work_f, work_b : int64 (18, max(n, K, S)), float64 (11, n), bool (3, n)
+        Scratch (:func:`pair_scratch`), overwritten. The screens run only with room for the
+        S = s_hi - s_lo simulations they keep (the surface passes S = M).
 
     Returns
     -------
