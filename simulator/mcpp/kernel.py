@@ -584,6 +584,40 @@ def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
     return n_pend
 
 
+#: the chain screen's kinds of node: a batch in flight, a ready node, a pending node
+CH_INFLIGHT, CH_READY, CH_PENDING = 0, 1, 2
+#: the relative widening of the chain screen's cut (far beyond the roundings of its sums)
+CUT_WIDEN = 1.0 + 1e-9
+
+
+@compiled_only
+def _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count, ch_start):
+    """The chain screen's nodes in the order it bounds them, with their first batch here; their number."""
+    n_ch = 0
+    for q in range(dec.inf_node.shape[0]):  # relaunched by the member if its batch fails
+        ch_node[n_ch] = dec.inf_node[q]
+        ch_kind[n_ch] = CH_INFLIGHT
+        ch_model[n_ch] = mem_model
+        ch_count[n_ch] = mem_k
+        ch_start[n_ch] = dec.inf_end[q]
+        n_ch += 1
+    for r in range(dec.ready.shape[0]):  # launched by the candidate
+        ch_node[n_ch] = dec.ready[r]
+        ch_kind[n_ch] = CH_READY
+        ch_model[n_ch] = dec.cand_model[c, r]
+        ch_count[n_ch] = dec.cand_count[c, r]
+        ch_start[n_ch] = 0.0
+        n_ch += 1
+    for i in range(n_pend):  # launched by the member once its parents completed
+        ch_node[n_ch] = pend[i]
+        ch_kind[n_ch] = CH_PENDING
+        ch_model[n_ch] = mem_model
+        ch_count[n_ch] = mem_k
+        ch_start[n_ch] = -1.0
+        n_ch += 1
+    return n_ch
+
+
 #: the quick kill's kinds of first attempt: never tested, always past its room, a normal draw's z past
 #: ``q_z``, a row's latency past ``q_z``
 Q_NEVER, Q_ALWAYS, Q_Z, Q_ROW = 0, 1, 2, 3
@@ -594,40 +628,35 @@ CHAIN_BATCHES = 16
 
 
 @compiled_only
-def _quick_list(arr, bounds, dec, c, mem_model, pend, n_pend, flo, q_node, q_model, q_base):
-    """The nodes whose first attempt the quick kill tests, with the draw-free part of their bound.
+def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_base):
+    """The first attempts the quick kill tests, with the draw-free part of their bound; their number.
 
-    Every ready node's first attempt is the candidate's (batch 1), every pending node's the member's;
-    such a node starts no earlier than its parents' floors (a batch in flight: its end; a ready node:
-    its model's min latency; a pending node: its start plus the member's) and the DAG completes no
-    earlier than its end plus ``child_tail``. ``q_base``: that start plus the tail; ``q_model``: the
-    attempt's model. Returns their number.
+    ``items`` are the chain screen's nodes (:func:`_chain_items`: node, kind, model of its first batch
+    here, start). Every ready and pending node's first attempt is tested; such a node starts no earlier
+    than its parents' floors (a batch in flight: its end; any other node: its start plus its first
+    batch's min latency) and the DAG completes no earlier than its end plus ``child_tail``.
+    ``q_base``: that start plus the tail; ``q_model``: the attempt's model.
     """
     min_lat, child_tail = bounds.min_lat, bounds.child_tail
     parent_ptr, parent_idx = arr.parent_ptr, arr.parent_idx
-    ready, act_model = dec.ready, dec.cand_model[c]
-    n = flo.shape[0]
-    for v in range(n):
+    ch_node, ch_kind, ch_model, ch_start = items
+    for v in range(flo.shape[0]):
         flo[v] = 0.0
-    for q in range(dec.inf_node.shape[0]):
-        flo[dec.inf_node[q]] = dec.inf_end[q]
     n_q = 0
-    for r in range(ready.shape[0]):
-        v = ready[r]
-        flo[v] = min_lat[v, act_model[r]]
+    for i in range(n_ch):  # in flight, ready, then pending parents first: every floor read is written
+        v = ch_node[i]
+        if ch_kind[i] == CH_INFLIGHT:
+            flo[v] = ch_start[i]
+            continue
+        start = ch_start[i]
+        if start < 0.0:  # after its parents
+            start = 0.0
+            for e in range(parent_ptr[v], parent_ptr[v + 1]):
+                if flo[parent_idx[e]] > start:
+                    start = flo[parent_idx[e]]
+        flo[v] = start + min_lat[v, ch_model[i]]
         q_node[n_q] = v
-        q_model[n_q] = act_model[r]
-        q_base[n_q] = child_tail[v, mem_model]
-        n_q += 1
-    for i in range(n_pend):
-        v = pend[i]
-        start = 0.0
-        for e in range(parent_ptr[v], parent_ptr[v + 1]):
-            if flo[parent_idx[e]] > start:
-                start = flo[parent_idx[e]]
-        flo[v] = start + min_lat[v, mem_model]
-        q_node[n_q] = v
-        q_model[n_q] = mem_model
+        q_model[n_q] = ch_model[i]
         q_base[n_q] = start + child_tail[v, mem_model]
         n_q += 1
     return n_q
@@ -647,8 +676,8 @@ def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_
     for i in range(n_q):
         v = q_node[i]
         j = q_model[i]
-        # past room, the DAG completes after cut, whatever the roundings (a relative 1e-9 beyond them)
-        room = cut * (1.0 + 1e-9) + 1e-9 - q_base[i] * (1.0 - 1e-9)
+        # past room, the DAG completes after cut (widened already), whatever the roundings of the floor
+        room = cut - q_base[i] * (1.0 - 1e-9)
         k = v * m + j
         kind = lat_kind[v, j]
         c0 = lat_c0[v, j]
@@ -705,40 +734,6 @@ def _normal_passes(z, u_max, bkey):
         return cl >= 0.0 or np.sqrt(-2.0 * np.log(uniform(bkey, 1))) * cl > z
     u1 = uniform(bkey, 1)
     return u1 < u_max and np.sqrt(-2.0 * np.log(u1)) * cos_2pi_lower(uniform(bkey, 2)) > z
-
-
-#: the chain screen's kinds of node: a batch in flight, a ready node, a pending node
-CH_INFLIGHT, CH_READY, CH_PENDING = 0, 1, 2
-#: the relative widening of the chain screen's cut (far beyond the roundings of its sums)
-CUT_WIDEN = 1.0 + 1e-9
-
-
-@compiled_only
-def _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count, ch_start):
-    """The chain screen's nodes in the order it bounds them, with their first batch here; their number."""
-    n_ch = 0
-    for q in range(dec.inf_node.shape[0]):  # relaunched by the member if its batch fails
-        ch_node[n_ch] = dec.inf_node[q]
-        ch_kind[n_ch] = CH_INFLIGHT
-        ch_model[n_ch] = mem_model
-        ch_count[n_ch] = mem_k
-        ch_start[n_ch] = dec.inf_end[q]
-        n_ch += 1
-    for r in range(dec.ready.shape[0]):  # launched by the candidate
-        ch_node[n_ch] = dec.ready[r]
-        ch_kind[n_ch] = CH_READY
-        ch_model[n_ch] = dec.cand_model[c, r]
-        ch_count[n_ch] = dec.cand_count[c, r]
-        ch_start[n_ch] = 0.0
-        n_ch += 1
-    for i in range(n_pend):  # launched by the member once its parents completed
-        ch_node[n_ch] = pend[i]
-        ch_kind[n_ch] = CH_PENDING
-        ch_model[n_ch] = mem_model
-        ch_count[n_ch] = mem_k
-        ch_start[n_ch] = -1.0
-        n_ch += 1
-    return n_ch
 
 
 @compiled_only
@@ -896,17 +891,6 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     n_pend = _chain_order(completed0, busy, parent_ptr, parent_idx, completed, pend) if chain else 0
     chain_tries = 0
     chain_hits = 0
-    # the quick kill (see _quick_list): one first attempt past its room, against draw-free floors
-    q_node = work_i[10]
-    q_kind = work_i[11]
-    q_model = work_i[12]
-    q_base = work_f[6]
-    q_z = work_f[7]
-    q_u = work_f[8]
-    n_q = _quick_list(arr, bounds, dec, c, mem_model, pend, n_pend, work_f[9], q_node, q_model, q_base) if chain else 0
-    q_cut = np.nan
-    n_stair = stair_b.shape[0]
-    i_first = first_at_least(stair_b, first_cost) if chain else 0
     ch_node = work_i[13]  # the chain screen's nodes (in flight, ready, pending parents first)
     ch_kind = work_i[14]
     ch_model = work_i[15]  # the model and count of its first batch here
@@ -914,6 +898,18 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     ch_start = work_f[10]  # its start (-1: after its parents)
     n_ch = _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count,
                         ch_start) if chain else 0
+    # the quick kill (see _quick_list): one first attempt past its room, against draw-free floors
+    q_node = work_i[10]
+    q_kind = work_i[11]
+    q_model = work_i[12]
+    q_base = work_f[6]
+    q_z = work_f[7]
+    q_u = work_f[8]
+    n_q = _quick_list(arr, bounds, mem_model, (ch_node, ch_kind, ch_model, ch_start), n_ch, work_f[9], q_node,
+                      q_model, q_base) if chain else 0
+    q_cut = np.nan
+    n_stair = stair_b.shape[0]
+    i_first = first_at_least(stair_b, first_cost) if chain else 0
     for v in range(n):  # a completed node's bound; every other node's is written before it is read
         comp_lb[v] = 0.0
     # Two phases. With the screens (the surface), phase 1 screens the simulations in order and keeps the
