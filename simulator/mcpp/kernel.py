@@ -27,7 +27,6 @@ simulations of one pair.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -40,6 +39,9 @@ from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
 from simulator.engine.live_rules import END, WAIT, atomic_admission, atomic_reservation, capped_charge
 from simulator.engine.loop import CV_MAX, CV_MIN, sample_latency_compiled
+
+#: a step with one call site inside run_pair's loops, typed there (an array-taking call costs reference counts)
+_inlined = njit(nogil=True, inline="always", no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 #: key field for "every candidate" (common random numbers)
 CRN_CANDIDATE = 0x7FFFFFFF
@@ -453,7 +455,15 @@ def candidate_end(min_lat, child_tail, ready, cand_model, c, j):
     return end
 
 
-@compiled_only
+#: the pair checks above as run_pair's own steps, once per pair (the same code, inlined: a call taking
+#: arrays costs an atomic reference-count update per array, in and out, about 0.3 us a pair in all)
+_member_need_in = _inlined(member_need.py_func)
+_inflight_end_in = _inlined(inflight_end.py_func)
+_candidate_charge_in = _inlined(candidate_charge.py_func)
+_candidate_end_in = _inlined(candidate_end.py_func)
+
+
+@_inlined
 def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
@@ -484,12 +494,12 @@ def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget
         (the ``need`` the simulations start from).
     """
     min_charge, child_tail = bounds.min_charge, bounds.child_tail
-    lacks, need0 = member_need(available, min_charge, dec.completed, busy, mem_model, mem_k)
-    if lacks or candidate_end(bounds.min_lat, child_tail, dec.ready, dec.cand_model, c, mem_model) > horizon:
+    lacks, need0 = _member_need_in(available, min_charge, dec.completed, busy, mem_model, mem_k)
+    if lacks or _candidate_end_in(bounds.min_lat, child_tail, dec.ready, dec.cand_model, c, mem_model) > horizon:
         return True, need0
-    if candidate_charge(min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0) + need0 > budget:
+    if _candidate_charge_in(min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0) + need0 > budget:
         return True, need0
-    return inflight_end(dec.inf_node, dec.inf_end, child_tail, mem_model) > horizon, need0
+    return _inflight_end_in(dec.inf_node, dec.inf_end, child_tail, mem_model) > horizon, need0
 
 
 @njit(cache=True, nogil=True)
@@ -513,6 +523,10 @@ def first_at_least(vals, x):
     return lo
 
 
+#: :func:`first_at_least` inlined where run_pair searches (the same code; no call taking an array)
+_first_at_least_in = _inlined(first_at_least.py_func)
+
+
 @compiled_only
 def inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     """Whether some cell a pair can still change admits cost ``cost_lb`` and finishing time ``finish_lb``.
@@ -522,31 +536,66 @@ def inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     count is below ``u`` (-inf: none). Both are widened by the caller beyond
     any rounding, so a simulation stopped here fails in every such cell.
     """
-    i = first_at_least(stair_b, cost_lb)
-    return i < stair_b.shape[0] and stair_h[i, level] >= finish_lb
+    return _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, -1)[0]
 
 
-@compiled_only
-def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb):
+@_inlined
+def _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, hint):
+    """:func:`inside_stair`, its budget search tried first at ``hint`` (:func:`_at_least_near`); and that
+    search's answer."""
+    i = _at_least_near(stair_b, cost_lb, hint)
+    return i < stair_b.shape[0] and stair_h[i, level] >= finish_lb, i
+
+
+@_inlined
+def _at_least_near(vals, x, i):
+    """:func:`first_at_least` (vals, x), tried first at ``i`` and ``i + 1``: a simulation's least cost moves
+    a budget step at a time, so its last index is a good guess (a binary search costs about 30 ns)."""
+    n = vals.shape[0]
+    if 0 <= i <= n and (i == 0 or vals[i - 1] < x):
+        if i == n or not vals[i] < x:
+            return i
+        if i + 1 == n or not vals[i + 1] < x:  # vals[i] < x here
+            return i + 1
+    return _first_at_least_in(vals, x)
+
+
+@_inlined
+def _first_below_near(stair_h, level, y, i):
+    """The first budget index whose cells at ``level`` all end before ``y`` (``stair_h[:, level]`` never
+    increases), tried first at ``i`` and ``i - 1``: a simulation's finishing bound only grows."""
+    nb = stair_h.shape[0]
+    if 0 <= i <= nb and (i == nb or stair_h[i, level] < y):
+        if i == 0 or not stair_h[i - 1, level] < y:
+            return i
+        if i == 1 or not stair_h[i - 2, level] < y:  # stair_h[i - 1] < y here
+            return i - 1
+    lo = 0
+    hi = nb
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if stair_h[mid, level] >= y:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_inlined
+def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb, hint_b, hint_f):
     """The largest budget and horizon a simulation can still use (:func:`inside_stair`'s cells; -inf: none).
 
     Budget: the largest of the cells whose horizon admits ``finish_lb``;
     horizon: the largest of the cells whose budget admits ``cost_lb``. A
-    batch beyond either fails in every such cell.
+    batch beyond either fails in every such cell. ``hint_b`` and ``hint_f`` are the two
+    searches' last answers, returned with the caps (:func:`_at_least_near`, :func:`_first_below_near`).
     """
     nb = stair_b.shape[0]
-    i = first_at_least(stair_b, cost_lb)
+    i = _at_least_near(stair_b, cost_lb, hint_b)
     cap_h = stair_h[i, level] if i < nb else -np.inf
-    lo = 0
-    hi = nb
-    while lo < hi:  # the first budget whose cells all end before finish_lb (stair_h[:, level] never increases)
-        mid = (lo + hi) >> 1
-        if stair_h[mid, level] >= finish_lb:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = _first_below_near(stair_h, level, finish_lb, hint_f)
     cap_b = stair_b[lo - 1] if lo > 0 else -np.inf
-    return cap_b, cap_h
+    return cap_b, cap_h, i, lo
 
 
 #: the chain screen runs on a pair's first CHAIN_PROBE simulations, then while it ends at least 1 in CHAIN_KEEP
@@ -554,7 +603,7 @@ CHAIN_PROBE = 2
 CHAIN_KEEP = 16
 
 
-@compiled_only
+@_inlined
 def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
     """The nodes neither completed nor busy at the decision, parents first, into ``pend``; their number.
 
@@ -590,7 +639,7 @@ CH_INFLIGHT, CH_READY, CH_PENDING = 0, 1, 2
 CUT_WIDEN = 1.0 + 1e-9
 
 
-@compiled_only
+@_inlined
 def _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count, ch_start):
     """The chain screen's nodes in the order it bounds them, with their first batch here; their number."""
     n_ch = 0
@@ -627,7 +676,7 @@ Q_STALE = 0.9
 CHAIN_BATCHES = 16
 
 
-@compiled_only
+@_inlined
 def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_base):
     """The first attempts the quick kill tests, with the draw-free part of their bound; their number.
 
@@ -662,7 +711,7 @@ def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_bas
     return n_q
 
 
-@compiled_only
+@_inlined
 def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_z, q_u, prob):
     """Each listed first attempt's kill test at ``cut``, most likely first (the quick kill in :func:`run_pair`).
 
@@ -706,8 +755,9 @@ def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_
             z = (x - c0) / c1 + SCREEN_MARGIN * (1.0 + abs(x) + abs(c0)) / c1
             q_kind[i] = Q_Z
             q_z[i] = z
-            q_u[i] = np.exp(-0.5 * z * z) * (1.0 + SCREEN_MARGIN) if z > 0.0 else 2.0
-            prob[i] = 0.5 * math.erfc(z / np.sqrt(2.0))
+            tail = 0.5 * np.exp(-0.5 * z * z)  # P(N > |z|) <= tail: enough to order the tests
+            q_u[i] = 2.0 * tail * (1.0 + SCREEN_MARGIN) if z > 0.0 else 2.0
+            prob[i] = tail if z > 0.0 else 1.0 - tail
         else:
             q_kind[i] = Q_NEVER
             prob[i] = 0.0
@@ -840,14 +890,14 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         if fails:
             return 0
     # the earliest the DAG can complete after the batches in flight
-    tail0 = max(0.0, inflight_end(inf_node, inf_end, child_tail, mem_model))
+    tail0 = max(0.0, _inflight_end_in(inf_node, inf_end, child_tail, mem_model))
     stair = stair_b.shape[0] > 0
     top_level = stair_h.shape[1] - 1 if stair else 0
     first_cost = 0.0
     if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
-        first_cost = candidate_charge(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
-        first_end = max(tail0, candidate_end(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
-        if not inside_stair(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end):
+        first_cost = _candidate_charge_in(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
+        first_end = max(tail0, _candidate_end_in(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
+        if not _inside_stair_near(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end, -1)[0]:
             return 0
     # per-simulation state (reset at every simulation)
     completed = work_b[1]
@@ -909,7 +959,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                       q_model, q_base) if chain else 0
     q_cut = np.nan
     n_stair = stair_b.shape[0]
-    i_first = first_at_least(stair_b, first_cost) if chain else 0
+    i_first = _first_at_least_in(stair_b, first_cost) if chain else 0
     for v in range(n):  # a completed node's bound; every other node's is written before it is read
         comp_lb[v] = 0.0
     # Two phases. With the screens (the surface), phase 1 screens the simulations in order and keeps the
@@ -1004,6 +1054,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
             dead = False
             cost_c = first_cost
             cut_c = cut
+            i_c = i_first
             for i in range(n_ch):
                 v = ch_node[i]
                 t_c = ch_start[i]
@@ -1043,7 +1094,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                         if ok:
                             break
                     if cost_c > cost_0:
-                        i_c = first_at_least(stair_b, cost_c)
+                        i_c = _at_least_near(stair_b, cost_c, i_c)
                         cut_c = -np.inf if i_c >= n_stair else min(horizon, stair_h[i_c, level]) * CUT_WIDEN + 1e-9
                 comp_lb[v] = t_c
                 if t_c + child_tail[v, mem_model] > cut_c:
@@ -1065,6 +1116,8 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         t = 0.0
         budget_left = budget
         spent = 0.0  # what the launches charged (recorded for the surface)
+        hint_b = 0  # the staircase searches' last answers in this simulation (their guesses)
+        hint_f = n_stair
         need = need0  # least cost of the first batches of the nodes not launched yet
         steps = 0
         first = True  # the candidate action (atomic launch over every ready node), then the member's
@@ -1122,7 +1175,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                         kr = u * m + j
                         param = row_ptr[kr + 1] == row_ptr[kr]
                         if stair and known:  # _stair_caps' horizon, at a cost never above the loop's
-                            i_s = first_at_least(stair_b, (spent + cost_s + need_s) * (1.0 - SCREEN_MARGIN))
+                            i_s = _at_least_near(stair_b, (spent + cost_s + need_s) * (1.0 - SCREEN_MARGIN), hint_b)
                             cap_h = stair_h[i_s, level] if i_s < stair_b.shape[0] else -np.inf
                             if cap_h - t < room_s:
                                 room_s = cap_h - t
@@ -1167,7 +1220,8 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                     res = 0.0
                     room_b = budget_left - cost
                     if stair:  # the surface: only the limits of the cells the pair can still change
-                        cap_b, cap_h = _stair_caps(stair_b, stair_h, level, spent + cost + need, finish_lb)
+                        cap_b, cap_h, hint_b, hint_f = _stair_caps(stair_b, stair_h, level, spent + cost + need,
+                                                                   finish_lb, hint_b, hint_f)
                         if cap_b - spent - cost < room_b:
                             room_b = cap_b - spent - cost
                         if cap_h - t < room_t:
@@ -1262,8 +1316,10 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                     n_wait = 0
                 if prune and budget_left < need:
                     break
-                if stair and not inside_stair(stair_b, stair_h, level, spent + need, finish_lb):
-                    break
+                if stair:
+                    inside, hint_b = _inside_stair_near(stair_b, stair_h, level, spent + need, finish_lb, hint_b)
+                    if not inside:
+                        break
                 first = False
             if n_completed == n:  # completion first: finishing exactly at D counts (engine.advance)
                 wins += 1

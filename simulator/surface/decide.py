@@ -123,6 +123,12 @@ def _pair_screen_tables(arr, bounds, dec):
     return need0, lacks, inf_tail, first, lat_end
 
 
+_here = njit(nogil=True, inline="always", no_cpython_wrapper=True, no_cfunc_wrapper=True)
+_run_pair_here = _here(run_pair.py_func)
+_candidate_charge_here = _here(candidate_charge.py_func)
+_inside_stair_here = _here(inside_stair.py_func)
+
+
 @njit(cache=True, nogil=True)
 def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     """Every cell's first strictly best pair, the pairs simulated in (candidate, member) order.
@@ -198,13 +204,13 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                       or (n_inf > 0 and inf_tail_t[j] > top_h)):
             continue
         # the staircase check: need0, then the candidate's charges
-        first_cost = candidate_charge(min_charge, ready, cand_model, cand_count, pc, need0_t[pm] if prune else 0.0)
-        if not inside_stair(stair_b, stair_h, M, first_cost, max(inf_tail_t[j], lat_end_t[pc, j])):
+        first_cost = _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need0_t[pm] if prune else 0.0)
+        if not _inside_stair_here(stair_b, stair_h, M, first_cost, max(inf_tail_t[j], lat_end_t[pc, j])):
             continue
         if dirty:  # only a pair that recorded a success left entries to clear
             cost[:] = np.inf
             fin[:] = np.inf
-        w = run_pair(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
+        w = _run_pair_here(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
                       stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
         dirty = w != 0  # 0: no simulation succeeded, nothing recorded
         if w <= lowest:
