@@ -287,9 +287,12 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     tb = policy.episode_tables
     C, Pm, M = cand_model.shape[0], len(members), policy.params.M
     pair_c, pair_m = tb.pair_indices(C, Pm)
-    bvals, cell_i = np.unique(budgets, return_inverse=True)
-    hvals, cell_j = np.unique(horizons, return_inverse=True)
     K = len(budgets)
+    if K == 1:  # np.unique's answer, without its cost (about half of the decisions have one cell)
+        bvals, cell_i, hvals, cell_j = budgets, np.zeros(1, dtype=np.int64), horizons, np.zeros(1, dtype=np.int64)
+    else:
+        bvals, cell_i = np.unique(budgets, return_inverse=True)
+        hvals, cell_j = np.unique(horizons, return_inverse=True)
     best_w = np.zeros(K, dtype=np.int64)
     best_p = np.zeros(K, dtype=np.int64)
     grid = (bvals, hvals, cell_i.astype(np.int64), cell_j.astype(np.int64))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.base.jit import njit
 from simulator.costs.arrays import DagArrays
 from simulator.engine.episode import DecisionView, InflightAttempts
 from simulator.engine.loop import (
@@ -188,7 +189,7 @@ def mcpp_trial_cells(
                     break
                 continue
             cand, cand_model, cand_count, ready = choice
-            groups = np.unique(cand)
+            groups = cand if len(cand) == 1 else np.unique(cand)  # one cell: np.unique's answer, without its cost
             for gi, g in enumerate(groups):
                 sel = cand == g
                 if gi == len(groups) - 1:
@@ -204,6 +205,16 @@ def mcpp_trial_cells(
                     stack.append(_Branch(gst, gatt, gcells, gb))
             # the last group goes on in this loop
     return CellOutcomes(reason, makespan, B - left)
+
+
+@njit(cache=True, nogil=True)
+def _charge_in_order(b: np.ndarray, charge: np.ndarray, total: int) -> None:
+    """Take ``charge[:total]`` from every budget in ``b``, attempt by attempt: the engine's roundings."""
+    for i in range(b.shape[0]):
+        x = b[i]
+        for a in range(total):
+            x -= charge[a]
+        b[i] = x
 
 
 def _launch(arr, st, att, ready, row_model, row_count, cells, b, *, D, t, end):
@@ -228,8 +239,7 @@ def _launch(arr, st, att, ready, row_model, row_count, cells, b, *, D, t, end):
     cells, b = cells[go], b[go].copy()
     if not len(cells):
         return cells, b
-    for x in charge[:total]:  # the engine charges attempt by attempt: the same roundings
-        b -= x
+    _charge_in_order(b, charge, total)
     st.scal[DEADLINE] = math.inf
     st.scal[BUDGET_LEFT] = math.inf
     if launch_atomic(arr, st, ready, len(ready), act_model, act_count, lat, succ):
