@@ -32,16 +32,13 @@ from typing import NamedTuple
 import numpy as np
 from numba import uint64
 
-from simulator.base.jit import compiled_only, njit
+from simulator.base.jit import compiled_only, inlined, njit
 from simulator.base.rng import GOLDEN, cos_2pi_lower, fold, normal, normal_lower, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
 from simulator.costs.charges import charge_of_draw
 from simulator.engine.live_rules import END, WAIT, atomic_admission, atomic_reservation, capped_charge
 from simulator.engine.loop import CV_MAX, CV_MIN, sample_latency_compiled
-
-#: a step with one call site inside run_pair's loops, typed there (an array-taking call costs reference counts)
-_inlined = njit(nogil=True, inline="always", no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 #: key field for "every candidate" (common random numbers)
 CRN_CANDIDATE = 0x7FFFFFFF
@@ -457,13 +454,13 @@ def candidate_end(min_lat, child_tail, ready, cand_model, c, j):
 
 #: the pair checks above as run_pair's own steps, once per pair (the same code, inlined: a call taking
 #: arrays costs an atomic reference-count update per array, in and out, about 0.3 us a pair in all)
-_member_need_in = _inlined(member_need.py_func)
-_inflight_end_in = _inlined(inflight_end.py_func)
-_candidate_charge_in = _inlined(candidate_charge.py_func)
-_candidate_end_in = _inlined(candidate_end.py_func)
+_member_need_in = inlined(member_need.py_func)
+_inflight_end_in = inlined(inflight_end.py_func)
+_candidate_charge_in = inlined(candidate_charge.py_func)
+_candidate_end_in = inlined(candidate_end.py_func)
 
 
-@_inlined
+@inlined
 def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
@@ -524,7 +521,7 @@ def first_at_least(vals, x):
 
 
 #: :func:`first_at_least` inlined where run_pair searches (the same code; no call taking an array)
-_first_at_least_in = _inlined(first_at_least.py_func)
+_first_at_least_in = inlined(first_at_least.py_func)
 
 
 @compiled_only
@@ -539,7 +536,7 @@ def inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     return _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, -1)[0]
 
 
-@_inlined
+@inlined
 def _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, hint):
     """:func:`inside_stair`, its budget search tried first at ``hint`` (:func:`_at_least_near`); and that
     search's answer."""
@@ -547,7 +544,7 @@ def _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, hint):
     return i < stair_b.shape[0] and stair_h[i, level] >= finish_lb, i
 
 
-@_inlined
+@inlined
 def _at_least_near(vals, x, i):
     """:func:`first_at_least` (vals, x), tried first at ``i`` and ``i + 1``: a simulation's least cost moves
     a budget step at a time, so its last index is a good guess (a binary search costs about 30 ns)."""
@@ -560,7 +557,7 @@ def _at_least_near(vals, x, i):
     return _first_at_least_in(vals, x)
 
 
-@_inlined
+@inlined
 def _first_below_near(stair_h, level, y, i):
     """The first budget index whose cells at ``level`` all end before ``y`` (``stair_h[:, level]`` never
     increases), tried first at ``i`` and ``i - 1``: a simulation's finishing bound only grows."""
@@ -581,7 +578,7 @@ def _first_below_near(stair_h, level, y, i):
     return lo
 
 
-@_inlined
+@inlined
 def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb, hint_b, hint_f):
     """The largest budget and horizon a simulation can still use (:func:`inside_stair`'s cells; -inf: none).
 
@@ -603,7 +600,7 @@ CHAIN_PROBE = 2
 CHAIN_KEEP = 16
 
 
-@_inlined
+@inlined
 def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
     """The nodes neither completed nor busy at the decision, parents first, into ``pend``; their number.
 
@@ -639,7 +636,7 @@ CH_INFLIGHT, CH_READY, CH_PENDING = 0, 1, 2
 CUT_WIDEN = 1.0 + 1e-9
 
 
-@_inlined
+@inlined
 def _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count, ch_start):
     """The chain screen's nodes in the order it bounds them, with their first batch here; their number."""
     n_ch = 0
@@ -676,7 +673,7 @@ Q_STALE = 0.9
 CHAIN_BATCHES = 16
 
 
-@_inlined
+@inlined
 def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_base):
     """The first attempts the quick kill tests, with the draw-free part of their bound; their number.
 
@@ -711,7 +708,7 @@ def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_bas
     return n_q
 
 
-@_inlined
+@inlined
 def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_z, q_u, prob):
     """Each listed first attempt's kill test at ``cut``, most likely first (the quick kill in :func:`run_pair`).
 
@@ -1410,8 +1407,7 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threa
 #: where most pairs stop after a few short simulations (``beat_best``), that was most of a decision (measured on
 #: the README's quote: 0.17 of 0.20 s of kernel time). Inlined it is about 0.4 us: 1.9x less kernel time there.
 #: The same code, so the same results (the prediction surface calls ``run_pair`` itself, pair by pair).
-_run_pair_inline = njit(nogil=True, inline="always", no_cpython_wrapper=True,
-                        no_cfunc_wrapper=True)(run_pair.py_func)
+_run_pair_inline = inlined(run_pair.py_func)
 
 
 @njit(cache=True, nogil=True)

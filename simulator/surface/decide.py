@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.base.jit import compiled_only, njit
+from simulator.base.jit import compiled_only, inlined, njit
 from simulator.mcpp.kernel import (
     candidate_charge,
     candidate_end,
@@ -123,10 +123,10 @@ def _pair_screen_tables(arr, bounds, dec):
     return need0, lacks, inf_tail, first, lat_end
 
 
-_here = njit(nogil=True, inline="always", no_cpython_wrapper=True, no_cfunc_wrapper=True)
-_run_pair_here = _here(run_pair.py_func)
-_candidate_charge_here = _here(candidate_charge.py_func)
-_inside_stair_here = _here(inside_stair.py_func)
+#: run_pair and the decide loop's pair checks inlined here, where they run once per pair (simulator.base.jit)
+_run_pair_here = inlined(run_pair.py_func)
+_candidate_charge_here = inlined(candidate_charge.py_func)
+_inside_stair_here = inlined(inside_stair.py_func)
 
 
 @njit(cache=True, nogil=True)
