@@ -27,6 +27,7 @@ simulations of one pair.
 
 from __future__ import annotations
 
+import types
 from typing import NamedTuple
 
 import numpy as np
@@ -452,15 +453,7 @@ def candidate_end(min_lat, child_tail, ready, cand_model, c, j):
     return end
 
 
-#: the pair checks above as run_pair's own steps, once per pair (the same code, inlined: a call taking
-#: arrays costs an atomic reference-count update per array, in and out, about 0.3 us a pair in all)
-_member_need_in = inlined(member_need.py_func)
-_inflight_end_in = inlined(inflight_end.py_func)
-_candidate_charge_in = inlined(candidate_charge.py_func)
-_candidate_end_in = inlined(candidate_end.py_func)
-
-
-@inlined
+@compiled_only
 def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon):
     """Pair-level exact pruning: is every simulation of this pair certainly a failure?
 
@@ -491,12 +484,12 @@ def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget
         (the ``need`` the simulations start from).
     """
     min_charge, child_tail = bounds.min_charge, bounds.child_tail
-    lacks, need0 = _member_need_in(available, min_charge, dec.completed, busy, mem_model, mem_k)
-    if lacks or _candidate_end_in(bounds.min_lat, child_tail, dec.ready, dec.cand_model, c, mem_model) > horizon:
+    lacks, need0 = member_need(available, min_charge, dec.completed, busy, mem_model, mem_k)
+    if lacks or candidate_end(bounds.min_lat, child_tail, dec.ready, dec.cand_model, c, mem_model) > horizon:
         return True, need0
-    if _candidate_charge_in(min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0) + need0 > budget:
+    if candidate_charge(min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0) + need0 > budget:
         return True, need0
-    return _inflight_end_in(dec.inf_node, dec.inf_end, child_tail, mem_model) > horizon, need0
+    return inflight_end(dec.inf_node, dec.inf_end, child_tail, mem_model) > horizon, need0
 
 
 @njit(cache=True, nogil=True)
@@ -520,9 +513,6 @@ def first_at_least(vals, x):
     return lo
 
 
-#: :func:`first_at_least` inlined where run_pair searches (the same code; no call taking an array)
-_first_at_least_in = inlined(first_at_least.py_func)
-
 
 @compiled_only
 def inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
@@ -536,7 +526,7 @@ def inside_stair(stair_b, stair_h, level, cost_lb, finish_lb):
     return _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, -1)[0]
 
 
-@inlined
+@compiled_only
 def _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, hint):
     """:func:`inside_stair`, its budget search tried first at ``hint`` (:func:`_at_least_near`); and that
     search's answer."""
@@ -544,7 +534,7 @@ def _inside_stair_near(stair_b, stair_h, level, cost_lb, finish_lb, hint):
     return i < stair_b.shape[0] and stair_h[i, level] >= finish_lb, i
 
 
-@inlined
+@compiled_only
 def _at_least_near(vals, x, i):
     """:func:`first_at_least` (vals, x), tried first at ``i`` and ``i + 1``: a simulation's least cost moves
     a budget step at a time, so its last index is a good guess (a binary search costs about 30 ns)."""
@@ -554,10 +544,10 @@ def _at_least_near(vals, x, i):
             return i
         if i + 1 == n or not vals[i + 1] < x:  # vals[i] < x here
             return i + 1
-    return _first_at_least_in(vals, x)
+    return first_at_least(vals, x)
 
 
-@inlined
+@compiled_only
 def _first_below_near(stair_h, level, y, i):
     """The first budget index whose cells at ``level`` all end before ``y`` (``stair_h[:, level]`` never
     increases), tried first at ``i`` and ``i - 1``: a simulation's finishing bound only grows."""
@@ -578,7 +568,7 @@ def _first_below_near(stair_h, level, y, i):
     return lo
 
 
-@inlined
+@compiled_only
 def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb, hint_b, hint_f):
     """The largest budget and horizon a simulation can still use (:func:`inside_stair`'s cells; -inf: none).
 
@@ -600,7 +590,7 @@ CHAIN_PROBE = 2
 CHAIN_KEEP = 16
 
 
-@inlined
+@compiled_only
 def _chain_order(completed0, busy, parent_ptr, parent_idx, placed, pend):
     """The nodes neither completed nor busy at the decision, parents first, into ``pend``; their number.
 
@@ -636,7 +626,7 @@ CH_INFLIGHT, CH_READY, CH_PENDING = 0, 1, 2
 CUT_WIDEN = 1.0 + 1e-9
 
 
-@inlined
+@compiled_only
 def _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_model, ch_count, ch_start):
     """The chain screen's nodes in the order it bounds them, with their first batch here; their number."""
     n_ch = 0
@@ -673,7 +663,7 @@ Q_STALE = 0.9
 CHAIN_BATCHES = 16
 
 
-@inlined
+@compiled_only
 def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_base):
     """The first attempts the quick kill tests, with the draw-free part of their bound; their number.
 
@@ -708,7 +698,7 @@ def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_bas
     return n_q
 
 
-@inlined
+@compiled_only
 def _quick_thresholds(arr, bounds, cut, n_q, q_node, q_model, q_kind, q_base, q_z, q_u, prob):
     """Each listed first attempt's kill test at ``cut``, most likely first (the quick kill in :func:`run_pair`).
 
@@ -887,13 +877,13 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         if fails:
             return 0
     # the earliest the DAG can complete after the batches in flight
-    tail0 = max(0.0, _inflight_end_in(inf_node, inf_end, child_tail, mem_model))
+    tail0 = max(0.0, inflight_end(inf_node, inf_end, child_tail, mem_model))
     stair = stair_b.shape[0] > 0
     top_level = stair_h.shape[1] - 1 if stair else 0
     first_cost = 0.0
     if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
-        first_cost = _candidate_charge_in(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
-        first_end = max(tail0, _candidate_end_in(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
+        first_cost = candidate_charge(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
+        first_end = max(tail0, candidate_end(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
         if not _inside_stair_near(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end, -1)[0]:
             return 0
     # per-simulation state (reset at every simulation)
@@ -956,7 +946,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                       q_model, q_base) if chain else 0
     q_cut = np.nan
     n_stair = stair_b.shape[0]
-    i_first = _first_at_least_in(stair_b, first_cost) if chain else 0
+    i_first = first_at_least(stair_b, first_cost) if chain else 0
     for v in range(n):  # a completed node's bound; every other node's is written before it is read
         comp_lb[v] = 0.0
     # Two phases. With the screens (the surface), phase 1 screens the simulations in order and keeps the
@@ -1408,6 +1398,32 @@ def run_pairs(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins, threa
 #: the README's quote: 0.17 of 0.20 s of kernel time). Inlined it is about 0.4 us: 1.9x less kernel time there.
 #: The same code, so the same results (the prediction surface calls ``run_pair`` itself, pair by pair).
 _run_pair_inline = inlined(run_pair.py_func)
+
+#: run_pair's steps that take arrays and run once per pair or more (the pair checks, the screens' lists and
+#: thresholds, the staircase searches)
+PER_PAIR_STEPS = ("_pair_fails_surely", "member_need", "candidate_end", "candidate_charge", "inflight_end",
+                  "_chain_order", "_chain_items", "_quick_list", "_quick_thresholds", "_stair_caps",
+                  "_inside_stair_near", "_at_least_near", "_first_below_near", "first_at_least")
+
+
+def with_steps_inlined(fn, steps=PER_PAIR_STEPS):
+    """``fn``'s code with the named compiled steps it calls (and they call) replaced by inlined copies.
+
+    The same code object under other global bindings, so one source holds each rule. Where a function runs
+    once per simulated pair, a call taking arrays costs an atomic reference-count update per array, in and
+    out (about 8% of the surface's CPU); inlined, numba types the steps again in that caller, which costs
+    compile time (``simulator.base.jit``). So the surface's copy of :func:`run_pair` (and of its pair checks)
+    has them inlined, and the planner's keeps the calls: its cold start stays what it was.
+    """
+    bound = dict(fn.__globals__)
+    for name in steps:
+        if name in fn.__code__.co_names:
+            bound[name] = inlined(with_steps_inlined(fn.__globals__[name].py_func, steps))
+    return types.FunctionType(fn.__code__, bound, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+#: :func:`run_pair` with its per-pair steps inlined: the prediction surface's copy (decide_cells_kernel)
+run_pair_surface = inlined(with_steps_inlined(run_pair.py_func))
 
 
 @njit(cache=True, nogil=True)

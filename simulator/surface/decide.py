@@ -29,6 +29,8 @@ from simulator.mcpp.kernel import (
     member_need,
     pair_scratch,
     run_pair,
+    run_pair_surface,
+    with_steps_inlined,
 )
 from simulator.mcpp.policy import MCPortfolioPolicy
 
@@ -123,10 +125,9 @@ def _pair_screen_tables(arr, bounds, dec):
     return need0, lacks, inf_tail, first, lat_end
 
 
-#: run_pair and the decide loop's pair checks inlined here, where they run once per pair (simulator.base.jit)
-_run_pair_here = inlined(run_pair.py_func)
+#: the decide loop's pair checks inlined here, where they run once per pair (simulator.base.jit)
 _candidate_charge_here = inlined(candidate_charge.py_func)
-_inside_stair_here = inlined(inside_stair.py_func)
+_inside_stair_here = inlined(with_steps_inlined(inside_stair.py_func))
 
 
 @njit(cache=True, nogil=True)
@@ -210,7 +211,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
         if dirty:  # only a pair that recorded a success left entries to clear
             cost[:] = np.inf
             fin[:] = np.inf
-        w = _run_pair_here(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
+        w = run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
                       stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
         dirty = w != 0  # 0: no simulation succeeded, nothing recorded
         if w <= lowest:
