@@ -1413,17 +1413,20 @@ def with_steps_inlined(fn, steps=PER_PAIR_STEPS):
     once per simulated pair, a call taking arrays costs an atomic reference-count update per array, in and
     out (about 8% of the surface's CPU); inlined, numba types the steps again in that caller, which costs
     compile time (``simulator.base.jit``). So the surface's copy of :func:`run_pair` (and of its pair checks)
-    has them inlined, and the planner's keeps the calls: its cold start stays what it was.
+    has them inlined, and the planner's keeps the calls: its cold start does not pay for them.
     """
     bound = dict(fn.__globals__)
     for name in steps:
         if name in fn.__code__.co_names:
             bound[name] = inlined(with_steps_inlined(fn.__globals__[name].py_func, steps))
-    return types.FunctionType(fn.__code__, bound, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy = types.FunctionType(fn.__code__, bound, fn.__name__ + "_steps_inlined", fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = fn.__qualname__ + "_steps_inlined"  # its own entries in numba's cache, not fn's
+    return copy
 
 
-#: :func:`run_pair` with its per-pair steps inlined: the prediction surface's copy (decide_cells_kernel)
-run_pair_surface = inlined(with_steps_inlined(run_pair.py_func))
+#: :func:`run_pair` with its per-pair steps inlined: the prediction surface's copy (decide_cells_kernel).
+#: Compiled on its own (inlining the whole of it into the decide loop measured no faster, and compiled longer).
+run_pair_surface = compiled_only(with_steps_inlined(run_pair.py_func))
 
 
 @njit(cache=True, nogil=True)

@@ -28,7 +28,6 @@ from simulator.mcpp.kernel import (
     inside_stair,
     member_need,
     pair_scratch,
-    run_pair,
     run_pair_surface,
     with_steps_inlined,
 )
@@ -258,8 +257,8 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                 for s in range(M):
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
                         continue  # failed, certainly too tight, or certainly counted by the table
-                    c += run_pair(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i], hvals[j],
-                                   none, no_stair, none, none, no_cells, work_i, work_f, work_b)
+                    c += run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i],
+                                          hvals[j], none, no_stair, none, none, no_cells, work_i, work_f, work_b)
             if c > best_w[k]:
                 best_w[k] = c
                 best_p[k] = p
