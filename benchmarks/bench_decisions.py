@@ -27,7 +27,6 @@ import os
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")  # one core, before numba loads
 
-import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import pickle  # noqa: E402
 import time  # noqa: E402
@@ -97,20 +96,18 @@ def replay(path: str, reps: int) -> tuple[float, str, int]:
 
 @cli_entry
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = cliargs.ArgumentParser(prog="python -m benchmarks.bench_decisions", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
     cap = sub.add_parser("capture", help="run one trial's tree and keep its decisions")
-    cap.add_argument("--pool", required=True)
+    cap.add_argument("--pool", type=cliargs.input_path(), required=True)
     cap.add_argument("--dag", type=int, required=True)
     cap.add_argument("--trial", type=int, default=0)
     cap.add_argument("--out", type=cliargs.output_path(), required=True)
     rep = sub.add_parser("replay", help="replay captured decisions, fastest of --reps runs each")
-    rep.add_argument("capture")
+    rep.add_argument("capture", type=cliargs.input_path())
     rep.add_argument("--reps", type=int, default=5)
     a = ap.parse_args(argv)
     if a.what == "capture":
-        if os.path.abspath(a.out) == os.path.abspath(a.pool):
-            raise ConfigError(f"--out {a.out}: names the input pool; choose another file")
         n = capture(a.pool, a.dag, a.trial, a.out)
         print(f"{n} decisions -> {a.out}")
         return 0
