@@ -198,7 +198,8 @@ def mcpp_trial_cells(
                     gst, gatt = _copy_state(st), _copy_attempts(att)
                     if stats is not None:
                         stats["branches"] += 1
-                gcells, gb = _launch(arr, gst, gatt, ready, cand_model[g], cand_count[g], cells[sel], b[sel], D=D, t=t, end=end)
+                gcells, gb = _launch(arr, gst, gatt, ready, cand_model[g], cand_count[g], cells[sel], b[sel], t=t, D=D,
+                                     outcome=(reason, makespan, left))
                 if gi == len(groups) - 1:
                     cells, b = gcells, gb
                 elif len(gcells):
@@ -208,46 +209,60 @@ def mcpp_trial_cells(
 
 
 @njit(cache=True, nogil=True)
-def _charge_in_order(b: np.ndarray, charge: np.ndarray, total: int) -> None:
-    """Take ``charge[:total]`` from every budget in ``b``, attempt by attempt: the engine's roundings."""
-    for i in range(b.shape[0]):
-        x = b[i]
-        for a in range(total):
-            x -= charge[a]
-        b[i] = x
+def _launch_cells(arr, st, ready, row_model, row_count, cells, b, D, t, outcome):
+    """Draw one candidate's launch once and end, per cell, what its own limits end (atomic rule).
 
-
-def _launch(arr, st, att, ready, row_model, row_count, cells, b, *, D, t, end):
-    """Launch one candidate for ``cells`` (atomic rule, each cell its own limits); the cells that go on."""
+    A drawn latency beyond a cell's time left ends it ``deadline_exhausted`` (at its deadline), else
+    a cost beyond its budget left ``budget_exhausted`` (at t); the other cells are charged attempt by
+    attempt in the engine's order (the same roundings) and the state launches without limits.
+    ``outcome`` is ``(reason, makespan, left)``, written for the cells that end. Returns the cells
+    that go on, their budgets left, and the launch's counts per node, latencies and successes.
+    """
+    reason, makespan, left = outcome
     n = arr.n
     act_model = np.full(n, -1, dtype=np.int64)
     act_count = np.zeros(n, dtype=np.int64)
-    act_model[ready] = row_model
-    act_count[ready] = row_count
-    total = int(act_count[ready].clip(min=0).sum())
+    total = 0
+    for r in range(ready.shape[0]):
+        act_model[ready[r]] = row_model[r]
+        act_count[ready[r]] = row_count[r]
+        total += max(row_count[r], 0)
     lat = np.empty(max(total, 1))
     succ = np.empty(max(total, 1), dtype=np.bool_)
     charge = np.empty(max(total, 1))
-    max_lat, cost = draw_launch(arr, st.key[0], st.attempt_no, ready, len(ready), act_model, act_count, lat, succ, charge)
-    late = max_lat > D[cells] - t
-    if late.any():
-        end(cells[late], b[late], DEADLINE_EXHAUSTED, D[cells[late]])
-    poor = ~late & (cost > b)
-    if poor.any():
-        end(cells[poor], b[poor], BUDGET_EXHAUSTED, t)
-    go = ~late & ~poor
-    cells, b = cells[go], b[go].copy()
-    if not len(cells):
-        return cells, b
-    _charge_in_order(b, charge, total)
-    st.scal[DEADLINE] = math.inf
-    st.scal[BUDGET_LEFT] = math.inf
-    if launch_atomic(arr, st, ready, len(ready), act_model, act_count, lat, succ):
-        raise RuntimeError("surface: a launch without limits ended the episode")  # cannot happen
-    i = 0
-    for v in ready:
-        c = int(act_count[v])
-        att.ends[v] = t + lat[i : i + c]
-        att.succ[v] = succ[i : i + c].copy()
-        i += c
+    max_lat, cost = draw_launch(arr, st.key[0], st.attempt_no, ready, ready.shape[0], act_model, act_count, lat, succ,
+                                charge)  # fmt: skip
+    go_cells = np.empty_like(cells)
+    go_b = np.empty_like(b)
+    go = 0
+    for q in range(cells.shape[0]):
+        c = cells[q]
+        if max_lat > D[c] - t:
+            reason[c], makespan[c], left[c] = DEADLINE_EXHAUSTED, D[c], b[q]
+        elif cost > b[q]:
+            reason[c], makespan[c], left[c] = BUDGET_EXHAUSTED, t, b[q]
+        else:
+            x = b[q]
+            for a in range(total):
+                x -= charge[a]
+            go_cells[go], go_b[go] = c, x
+            go += 1
+    if go:
+        st.scal[DEADLINE] = np.inf
+        st.scal[BUDGET_LEFT] = np.inf
+        if launch_atomic(arr, st, ready, ready.shape[0], act_model, act_count, lat, succ):
+            raise RuntimeError("surface: a launch without limits ended the episode")  # cannot happen
+    return go_cells[:go], go_b[:go], act_count, lat, succ
+
+
+def _launch(arr, st, att, ready, row_model, row_count, cells, b, *, t, D, outcome):
+    """Launch one candidate for ``cells`` (atomic rule, each cell its own limits); the cells that go on."""
+    cells, b, act_count, lat, succ = _launch_cells(arr, st, ready, row_model, row_count, cells, b, D, t, outcome)
+    if len(cells):
+        i = 0
+        for v in ready:
+            c = int(act_count[v])
+            att.ends[v] = t + lat[i : i + c]
+            att.succ[v] = succ[i : i + c].copy()
+            i += c
     return cells, b
