@@ -25,7 +25,7 @@ from numba import njit
 import simulator.surface.decide as decide
 from simulator.costs.arrays import dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
-from simulator.mcpp.kernel import pair_scratch, run_pair
+from simulator.mcpp.kernel import START_UNKNOWN, pair_scratch, run_pair
 from simulator.pools.pool import load_pool
 from simulator.simulate import RunSettings, policy_for
 from simulator.surface.tree import mcpp_trial_cells
@@ -46,9 +46,9 @@ def _screened_and_plain(arr, bounds, dec, c, pm, limits, stair, rec):
     work_i, work_f, work_b = pair_scratch(dec.completed.shape[0], 0, cost_s.shape[0])
     n = cost_s.shape[0]
     w_s = run_pair(arr, bounds, dec, c, pm, 0, n, cost_s, fin_s, 0, budget, horizon, stair_b, stair_h, none, none,
-                   no_cells, work_i, work_f, work_b)
+                   no_cells, work_i, work_f, work_b, START_UNKNOWN)
     w_p = run_pair(arr, bounds, dec, c, pm, 0, n, cost_p, fin_p, 0, budget, horizon, none, no_stair, none, none,
-                   no_cells, work_i, work_f, work_b)
+                   no_cells, work_i, work_f, work_b, START_UNKNOWN)
     return w_s, w_p
 
 

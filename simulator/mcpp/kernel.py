@@ -585,6 +585,9 @@ def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb, hint_b, hint_f):
     return cap_b, cap_h, i, lo
 
 
+#: run_pair's ``start`` when its caller has not run the pair's first checks (run_pair runs them)
+START_UNKNOWN = (False, 0.0, 0.0, 0.0, 0.0)
+
 #: the chain screen runs on a pair's first CHAIN_PROBE simulations, then while it ends at least 1 in CHAIN_KEEP
 CHAIN_PROBE = 2
 CHAIN_KEEP = 16
@@ -775,7 +778,7 @@ def _normal_passes(z, u_max, bkey):
 
 @compiled_only
 def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, budget, horizon, stair_b, stair_h,
-              cell_b, cell_h, cell_best, work_i, work_f, work_b):
+              cell_b, cell_h, cell_best, work_i, work_f, work_b, start):
     """Successes among simulations s_lo..s_hi-1 of the pair (candidate c, member pm).
 
     One simulation: the in-flight batches are queued (:func:`_redraw_inflight`);
@@ -835,6 +838,11 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     work_i, work_f, work_b : int64 (18, max(n, K, S)), float64 (11, n), bool (3, n)
         Scratch (:func:`pair_scratch`), overwritten. The screens run only with room for the
         S = s_hi - s_lo simulations they keep (the surface passes S = M).
+    start : (bool, float, float, float, float)
+        ``(known, need0, first_cost, first_end, tail0)``: with ``known``, the caller has run the
+        pair's first checks (:func:`_pair_fails_surely`, the staircase's) at this ``budget`` and
+        ``horizon`` and they passed; the floats are what they work out (the surface's decide loop,
+        from its per-decision tables: one pass for all pairs). :data:`START_UNKNOWN`: run them here.
 
     Returns
     -------
@@ -871,21 +879,23 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         busy[ready[r]] = True
     for q in range(inf_node.shape[0]):
         busy[inf_node[q]] = True
-    need0 = 0.0
-    if prune:
-        fails, need0 = _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon)
-        if fails:
-            return 0
-    # the earliest the DAG can complete after the batches in flight
-    tail0 = max(0.0, inflight_end(inf_node, inf_end, child_tail, mem_model))
+    known, need0, first_cost, first_end, tail0 = start
     stair = stair_b.shape[0] > 0
     top_level = stair_h.shape[1] - 1 if stair else 0
-    first_cost = 0.0
-    if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
-        first_cost = candidate_charge(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
-        first_end = max(tail0, candidate_end(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
-        if not _inside_stair_near(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end, -1)[0]:
-            return 0
+    if not known:
+        need0 = 0.0
+        if prune:
+            fails, need0 = _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon)
+            if fails:
+                return 0
+        # the earliest the DAG can complete after the batches in flight
+        tail0 = max(0.0, inflight_end(inf_node, inf_end, child_tail, mem_model))
+        first_cost = 0.0
+        if stair:  # the pair's least cost and earliest finish fit no cell it can change: every simulation fails
+            first_cost = candidate_charge(min_charge, ready, dec.cand_model, dec.cand_count, c, need0)
+            first_end = max(tail0, candidate_end(min_lat, child_tail, ready, dec.cand_model, c, mem_model))
+            if not _inside_stair_near(stair_b, stair_h, min(s_hi - s_lo, top_level), first_cost, first_end, -1)[0]:
+                return 0
     # per-simulation state (reset at every simulation)
     completed = work_b[1]
     batch_succ = work_b[2]
@@ -1462,7 +1472,7 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
                 continue
         w = _run_pair_inline(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none,
                              best + 1 if beat_best else 0, dec.budget, dec.horizon, none, no_stair, none, none,
-                             no_cells, work_i, work_f, work_b)
+                             no_cells, work_i, work_f, work_b, START_UNKNOWN)
         out_wins[i] = w
         if w > best:
             best = w

@@ -21,6 +21,7 @@ import numpy as np
 
 from simulator.base.jit import compiled_only, inlined, njit
 from simulator.mcpp.kernel import (
+    START_UNKNOWN,
     candidate_charge,
     candidate_end,
     first_at_least,
@@ -204,14 +205,17 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                       or (n_inf > 0 and inf_tail_t[j] > top_h)):
             continue
         # the staircase check: need0, then the candidate's charges
-        first_cost = _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need0_t[pm] if prune else 0.0)
-        if not _inside_stair_here(stair_b, stair_h, M, first_cost, max(inf_tail_t[j], lat_end_t[pc, j])):
+        need0 = need0_t[pm] if prune else 0.0
+        first_cost = _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need0)
+        first_end = max(inf_tail_t[j], lat_end_t[pc, j])
+        if not _inside_stair_here(stair_b, stair_h, M, first_cost, first_end):
             continue
         if dirty:  # only a pair that recorded a success left entries to clear
             cost[:] = np.inf
             fin[:] = np.inf
         w = run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
-                      stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b)
+                      stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b,
+                      (True, need0, first_cost, first_end, inf_tail_t[j]))
         dirty = w != 0  # 0: no simulation succeeded, nothing recorded
         if w <= lowest:
             continue  # beats no cell (-1: stopped early)
@@ -258,7 +262,8 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
                         continue  # failed, certainly too tight, or certainly counted by the table
                     c += run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i],
-                                          hvals[j], none, no_stair, none, none, no_cells, work_i, work_f, work_b)
+                                          hvals[j], none, no_stair, none, none, no_cells, work_i, work_f, work_b,
+                                          START_UNKNOWN)
             if c > best_w[k]:
                 best_w[k] = c
                 best_p[k] = p
