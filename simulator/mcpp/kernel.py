@@ -657,6 +657,17 @@ def _chain_items(dec, c, mem_model, mem_k, pend, n_pend, ch_node, ch_kind, ch_mo
     return n_ch
 
 
+@compiled_only
+def _after_parents(parent_ptr, parent_idx, done_by, v):
+    """The largest ``done_by`` over node v's parents (0.0 without parents): the earliest v can start when
+    each parent completes no earlier than its ``done_by`` (the quick kill's floors, the chain screen's bounds)."""
+    start = 0.0
+    for e in range(parent_ptr[v], parent_ptr[v + 1]):
+        if done_by[parent_idx[e]] > start:
+            start = done_by[parent_idx[e]]
+    return start
+
+
 #: the quick kill's kinds of first attempt: never tested, always past its room, a normal draw's z past
 #: ``q_z``, a row's latency past ``q_z``
 Q_NEVER, Q_ALWAYS, Q_Z, Q_ROW = 0, 1, 2, 3
@@ -689,10 +700,7 @@ def _quick_list(arr, bounds, mem_model, items, n_ch, flo, q_node, q_model, q_bas
             continue
         start = ch_start[i]
         if start < 0.0:  # after its parents
-            start = 0.0
-            for e in range(parent_ptr[v], parent_ptr[v + 1]):
-                if flo[parent_idx[e]] > start:
-                    start = flo[parent_idx[e]]
+            start = _after_parents(parent_ptr, parent_idx, flo, v)
         flo[v] = start + min_lat[v, ch_model[i]]
         q_node[n_q] = v
         q_model[n_q] = ch_model[i]
@@ -1056,10 +1064,7 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
                 v = ch_node[i]
                 t_c = ch_start[i]
                 if t_c < 0.0:  # after its parents
-                    t_c = 0.0
-                    for e in range(parent_ptr[v], parent_ptr[v + 1]):
-                        if comp_lb[parent_idx[e]] > t_c:
-                            t_c = comp_lb[parent_idx[e]]
+                    t_c = _after_parents(parent_ptr, parent_idx, comp_lb, v)
                 if not (ch_kind[i] == CH_INFLIGHT and batch_succ[v]):
                     j_c = ch_model[i]
                     k_c = ch_count[i]
@@ -1412,7 +1417,7 @@ _run_pair_inline = inlined(run_pair.py_func)
 #: run_pair's steps that take arrays and run once per pair or more (the pair checks, the screens' lists and
 #: thresholds, the staircase searches)
 PER_PAIR_STEPS = ("_pair_fails_surely", "member_need", "candidate_end", "candidate_charge", "inflight_end",
-                  "_chain_order", "_chain_items", "_quick_list", "_quick_thresholds", "_stair_caps",
+                  "_chain_order", "_chain_items", "_after_parents", "_quick_list", "_quick_thresholds", "_stair_caps",
                   "_inside_stair_near", "_at_least_near", "_first_below_near", "first_at_least")
 
 

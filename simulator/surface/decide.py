@@ -291,6 +291,33 @@ def _axis(x):
     return vals[:nv].copy(), index
 
 
+@njit(cache=True, nogil=True)
+def _choices(best_w, best_p, pair_c, n_pilots):
+    """Each cell's candidate (0 where no pair won a simulation: the first base action), and the next
+    pilots of this ready set: the ``n_pilots`` pairs that are best in most cells (ties: the earlier
+    pair), in pair order. Compiled: a decision's few array steps cost more in numpy than its kernel
+    on the smallest decisions."""
+    cand = np.zeros(best_w.shape[0], dtype=np.int64)
+    wins = np.zeros(pair_c.shape[0], dtype=np.int64)
+    for k in range(best_w.shape[0]):
+        if best_w[k] > 0:
+            cand[k] = pair_c[best_p[k]]
+            wins[best_p[k]] += 1
+    top = np.empty(n_pilots, dtype=np.int64)
+    n_top = 0
+    while n_top < n_pilots:
+        most = -1
+        for p in range(wins.shape[0]):
+            if wins[p] > 0 and (most < 0 or wins[p] > wins[most]):
+                most = p
+        if most < 0:
+            break
+        top[n_top] = most
+        n_top += 1
+        wins[most] = 0
+    return cand, np.sort(top[:n_top])
+
+
 def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons: np.ndarray):
     """MCPP's candidate for each cell (budget left ``budgets[k]``, time left ``horizons[k]``) at ``view``.
 
@@ -319,10 +346,7 @@ def decide_cells(policy: MCPortfolioPolicy, view, budgets: np.ndarray, horizons:
     ready_key = (C, Pm, *dec.ready.tolist())
     pilot = pilots.get(ready_key, NO_PILOT)
     decide_cells_kernel(tb.arr, tb.bounds, dec, (pair_c, pair_m, pilot), M, grid, (best_w, best_p), K <= TRACK_CELLS)
-    won = best_p[best_w > 0]
-    if len(won):
-        counts = np.bincount(won)
-        top = np.argsort(-counts, kind="stable")[: min(N_PILOTS, int((counts > 0).sum()))]
-        pilots[ready_key] = np.sort(top).astype(np.int64)
-    cand = np.where(best_w > 0, pair_c[best_p], 0)
+    cand, top = _choices(best_w, best_p, pair_c, N_PILOTS)
+    if len(top):
+        pilots[ready_key] = top
     return cand, cand_model, cand_count, dec.ready
