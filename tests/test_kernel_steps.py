@@ -8,6 +8,7 @@ compiled function of the kernel, and each is reached from ``run_pair`` through t
 from __future__ import annotations
 
 import simulator.mcpp.kernel as kernel
+from simulator.mcpp.kernel import run_pair
 
 
 def _reached(fn, names):
@@ -29,12 +30,12 @@ def test_every_listed_step_is_a_compiled_function_of_the_kernel():
 
 def test_every_listed_step_is_reached_from_run_pair():
     steps = set(kernel.PER_PAIR_STEPS)
-    assert _reached(kernel.run_pair.py_func, steps) == steps
+    assert _reached(run_pair.py_func, steps) == steps
 
 
 def test_the_surface_copy_binds_every_reached_step_to_an_inlined_copy():
     bound = kernel.run_pair_surface.py_func.__globals__
-    called = set(kernel.run_pair.py_func.__code__.co_names)  # the steps run_pair calls itself (they, theirs)
+    called = set(run_pair.py_func.__code__.co_names)  # the steps run_pair calls itself (they, theirs)
     for name in set(kernel.PER_PAIR_STEPS) & called:
         assert bound[name] is not getattr(kernel, name), name
         assert bound[name].targetoptions.get("inline") == "always", name

@@ -209,15 +209,19 @@ def mcpp_trial_cells(
 
 
 @njit(cache=True, nogil=True)
-def _launch_cells(arr, st, ready, row_model, row_count, cells, b, D, t, outcome):
+def _launch_cells(arr, st, ready, action, branch, D, t, outcome):
     """Draw one candidate's launch once and end, per cell, what its own limits end (atomic rule).
 
     A drawn latency beyond a cell's time left ends it ``deadline_exhausted`` (at its deadline), else
     a cost beyond its budget left ``budget_exhausted`` (at t); the other cells are charged attempt by
     attempt in the engine's order (the same roundings) and the state launches without limits.
-    ``outcome`` is ``(reason, makespan, left)``, written for the cells that end. Returns the cells
-    that go on, their budgets left, and the launch's counts per node, latencies and successes.
+    ``action`` is the candidate's ``(model, count)`` per ready node, ``branch`` the ``(cells, budgets
+    left)`` it launches for, ``outcome`` ``(reason, makespan, left)``, written for the cells that end.
+    Returns the cells that go on, their budgets left, and the launch's counts per node, latencies and
+    successes.
     """
+    row_model, row_count = action
+    cells, b = branch
     reason, makespan, left = outcome
     n = arr.n
     act_model = np.full(n, -1, dtype=np.int64)
@@ -257,7 +261,7 @@ def _launch_cells(arr, st, ready, row_model, row_count, cells, b, D, t, outcome)
 
 def _launch(arr, st, att, ready, row_model, row_count, cells, b, *, t, D, outcome):
     """Launch one candidate for ``cells`` (atomic rule, each cell its own limits); the cells that go on."""
-    cells, b, act_count, lat, succ = _launch_cells(arr, st, ready, row_model, row_count, cells, b, D, t, outcome)
+    cells, b, act_count, lat, succ = _launch_cells(arr, st, ready, (row_model, row_count), (cells, b), D, t, outcome)
     if len(cells):
         i = 0
         for v in ready:
