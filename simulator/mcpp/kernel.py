@@ -585,8 +585,23 @@ def _stair_caps(stair_b, stair_h, level, cost_lb, finish_lb, hint_b, hint_f):
     return cap_b, cap_h, i, lo
 
 
+class PairStart(NamedTuple):
+    """What :func:`run_pair`'s first checks work out, when its caller has already run them.
+
+    The surface's decide loop runs ``_pair_fails_surely`` and the staircase
+    test for every pair of a decision from per-decision tables, and hands
+    their results over so the kernel does not repeat them.
+    """
+
+    known: bool  # the caller ran the checks at run_pair's budget and horizon, and they passed
+    need0: float  # least cost of the first batches of the nodes not launched yet
+    first_cost: float  # the candidate's least charge plus need0
+    first_end: float  # the earliest the DAG can complete after the candidate's launch
+    tail0: float  # the earliest it can complete after the batches in flight
+
+
 #: run_pair's ``start`` when its caller has not run the pair's first checks (run_pair runs them)
-START_UNKNOWN = (False, 0.0, 0.0, 0.0, 0.0)
+START_UNKNOWN = PairStart(False, 0.0, 0.0, 0.0, 0.0)
 
 #: the chain screen runs on a pair's first CHAIN_PROBE simulations, then while it ends at least 1 in CHAIN_KEEP
 CHAIN_PROBE = 2
@@ -846,11 +861,11 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
     work_i, work_f, work_b : int64 (18, max(n, K, S)), float64 (11, n), bool (3, n)
         Scratch (:func:`pair_scratch`), overwritten. The screens run only with room for the
         S = s_hi - s_lo simulations they keep (the surface passes S = M).
-    start : (bool, float, float, float, float)
-        ``(known, need0, first_cost, first_end, tail0)``: with ``known``, the caller has run the
-        pair's first checks (:func:`_pair_fails_surely`, the staircase's) at this ``budget`` and
-        ``horizon`` and they passed; the floats are what they work out (the surface's decide loop,
-        from its per-decision tables: one pass for all pairs). :data:`START_UNKNOWN`: run them here.
+    start : PairStart
+        With ``start.known``, the caller has run the pair's first checks (:func:`_pair_fails_surely`,
+        the staircase's) at this ``budget`` and ``horizon`` and they passed; the other fields are what
+        they work out (the surface's decide loop, from its per-decision tables: one pass for all
+        pairs). :data:`START_UNKNOWN`: run them here.
 
     Returns
     -------
@@ -887,10 +902,10 @@ def run_pair(arr, bounds, dec, c, pm, s_lo, s_hi, rec_cost, rec_fin, min_wins, b
         busy[ready[r]] = True
     for q in range(inf_node.shape[0]):
         busy[inf_node[q]] = True
-    known, need0, first_cost, first_end, tail0 = start
+    need0, first_cost, first_end, tail0 = start.need0, start.first_cost, start.first_end, start.tail0
     stair = stair_b.shape[0] > 0
     top_level = stair_h.shape[1] - 1 if stair else 0
-    if not known:
+    if not start.known:
         need0 = 0.0
         if prune:
             fails, need0 = _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget, horizon)

@@ -22,6 +22,7 @@ import numpy as np
 from simulator.base.jit import compiled_only, inlined, njit
 from simulator.mcpp.kernel import (
     START_UNKNOWN,
+    PairStart,
     candidate_charge,
     candidate_end,
     first_at_least,
@@ -215,7 +216,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             fin[:] = np.inf
         w = run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
                       stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b,
-                      (True, need0, first_cost, first_end, inf_tail_t[j]))
+                      PairStart(True, need0, first_cost, first_end, inf_tail_t[j]))
         dirty = w != 0  # 0: no simulation succeeded, nothing recorded
         if w <= lowest:
             continue  # beats no cell (-1: stopped early)

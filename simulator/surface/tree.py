@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.base.jit import njit
+from simulator.base.jit import compiled_only, njit
 from simulator.costs.arrays import DagArrays
 from simulator.engine.episode import DecisionView, InflightAttempts
 from simulator.engine.loop import (
@@ -136,10 +136,10 @@ def mcpp_trial_cells(
         stats.setdefault("branches", 0)
         stats["branches"] += 1
 
+    outcome = (reason, makespan, left)
+
     def end(cells, b, why, t_end):
-        reason[cells] = why
-        makespan[cells] = t_end
-        left[cells] = b
+        _end_cells(outcome, cells, b, why, np.full(cells.shape, t_end) if np.ndim(t_end) == 0 else t_end)
 
     while stack:
         br = stack.pop()
@@ -199,13 +199,29 @@ def mcpp_trial_cells(
                     if stats is not None:
                         stats["branches"] += 1
                 gcells, gb = _launch(arr, gst, gatt, ready, cand_model[g], cand_count[g], cells[sel], b[sel], t=t, D=D,
-                                     outcome=(reason, makespan, left))
+                                     outcome=outcome)
                 if gi == len(groups) - 1:
                     cells, b = gcells, gb
                 elif len(gcells):
                     stack.append(_Branch(gst, gatt, gcells, gb))
             # the last group goes on in this loop
     return CellOutcomes(reason, makespan, B - left)
+
+
+@compiled_only
+def _end_cell(outcome, c, why, t_end, b_left):
+    """Cell c's episode ends: its reason, its makespan and its budget left (``outcome``: the three arrays)."""
+    reason, makespan, left = outcome
+    reason[c] = why
+    makespan[c] = t_end
+    left[c] = b_left
+
+
+@njit(cache=True, nogil=True)
+def _end_cells(outcome, cells, b, why, t_end):
+    """:func:`_end_cell` for each of ``cells`` (budgets left ``b``, ends ``t_end``): the tree's Python ends cells here."""
+    for q in range(cells.shape[0]):
+        _end_cell(outcome, cells[q], why, t_end[q], b[q])
 
 
 @njit(cache=True, nogil=True)
@@ -222,7 +238,6 @@ def _launch_cells(arr, st, ready, action, branch, D, t, outcome):
     """
     row_model, row_count = action
     cells, b = branch
-    reason, makespan, left = outcome
     n = arr.n
     act_model = np.full(n, -1, dtype=np.int64)
     act_count = np.zeros(n, dtype=np.int64)
@@ -242,9 +257,9 @@ def _launch_cells(arr, st, ready, action, branch, D, t, outcome):
     for q in range(cells.shape[0]):
         c = cells[q]
         if max_lat > D[c] - t:
-            reason[c], makespan[c], left[c] = DEADLINE_EXHAUSTED, D[c], b[q]
+            _end_cell(outcome, c, DEADLINE_EXHAUSTED, D[c], b[q])
         elif cost > b[q]:
-            reason[c], makespan[c], left[c] = BUDGET_EXHAUSTED, t, b[q]
+            _end_cell(outcome, c, BUDGET_EXHAUSTED, t, b[q])
         else:
             x = b[q]
             for a in range(total):
