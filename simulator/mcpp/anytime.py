@@ -6,7 +6,7 @@ on 80-node, 4-model DAGs). Under ``time_limit_ms`` the planner instead spends
 its simulations where they decide the choice:
 
 1. **Exact pruning first**: pairs whose failure is certain (the kernel's own
-   lower bounds on cost and time, :func:`surely_failing`) get no simulation.
+   lower bounds on cost and time, :func:`simulator.mcpp.kernel.surely_failing`) get no simulation.
 2. **A cheap ranking** (:func:`pair_scores`): a mean-field estimate of each
    pair's expected cost and finishing time (expected batches until success
    = 1 / (1 - (1 - p)^k), the expected maximum latency of k attempts),
@@ -41,7 +41,7 @@ import numpy as np
 
 from simulator.base.scoring import wilson_bounds, wilson_interval
 from simulator.costs.arrays import DagArrays
-from simulator.mcpp.kernel import DecisionState, PlanBounds
+from simulator.mcpp.kernel import DecisionState
 
 #: margin on the predicted time of the last chunks before the limit
 SAFETY = 1.5
@@ -131,33 +131,6 @@ class MemberTables:
         i = np.searchsorted(self.ks, counts)
         i = np.minimum(i, len(self.ks) - 1)
         return i if np.array_equal(self.ks[i], counts) else None
-
-
-def surely_failing(bounds: PlanBounds, arr: DagArrays, dec: DecisionState) -> np.ndarray:
-    """(C, P) bool: the kernel's pair-level exact pruning (``_pair_fails_surely``), vectorised.
-
-    The same lower bounds: every node not yet launched needs one member batch
-    costing k x its cheapest attempt, the candidate's batches cost count x the
-    cheapest attempt, and a batch ending at e leaves at least ``child_tail``.
-    """
-    n = arr.n
-    busy = np.zeros(n, dtype=bool)
-    busy[dec.ready] = True
-    busy[dec.inf_node] = True
-    rest = ~dec.completed & ~busy
-    mc = bounds.min_charge[:, dec.mem_model]  # (n, P), inf where unavailable
-    need0 = (mc[rest] * dec.mem_k).sum(axis=0)  # (P,)
-    R = len(dec.ready)
-    first = (dec.cand_count * bounds.min_charge[dec.ready[None, :], dec.cand_model]).sum(axis=1)  # (C,)
-    fails = first[:, None] + need0[None, :] > dec.budget
-    tails = bounds.child_tail[:, dec.mem_model]  # (n, P)
-    for r in range(R):
-        v = dec.ready[r]
-        lat = bounds.min_lat[v, dec.cand_model[:, r]]  # (C,)
-        fails |= lat[:, None] + tails[v][None, :] > dec.horizon
-    for q in range(len(dec.inf_node)):
-        fails |= (dec.inf_end[q] + tails[dec.inf_node[q]] > dec.horizon)[None, :]
-    return fails
 
 
 def pair_scores(tables: MemberTables, dec: DecisionState) -> np.ndarray:

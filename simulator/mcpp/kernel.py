@@ -492,6 +492,76 @@ def _pair_fails_surely(available, bounds, dec, c, mem_model, mem_k, busy, budget
     return inflight_end(dec.inf_node, dec.inf_end, child_tail, mem_model) > horizon, need0
 
 
+class PairCheckTables(NamedTuple):
+    """:func:`_pair_fails_surely`'s parts, by member and by candidate, for every pair of one decision.
+
+    The pair check is made of per-member parts (:func:`member_need`;
+    :func:`inflight_end` per member model) and per-candidate parts
+    (:func:`candidate_charge`, :func:`candidate_end` per member model): the
+    tables hold them once, and :func:`pair_fails` recombines them as
+    :func:`_pair_fails_surely` does (P members, C candidates, m models).
+    """
+
+    need0: np.ndarray  # (P,) least cost of the first member batches of the nodes not launched yet
+    lacks: np.ndarray  # (P,) bool: such a node lacks the member's model
+    inf_tail: np.ndarray  # (m,) max(0, the in-flight batches' ends + child_tail), per member model
+    first: np.ndarray  # (C,) the candidate's least charge, summed from 0 as _pair_fails_surely
+    lat_end: np.ndarray  # (C, m) its ready nodes' largest min latency + child_tail, per member model
+
+
+@compiled_only
+def pair_check_tables(arr, bounds, dec):
+    """The :class:`PairCheckTables` of decision ``dec``, by the very functions :func:`_pair_fails_surely` calls."""
+    n, m = dec.completed.shape[0], arr.m
+    P = dec.mem_model.shape[0]
+    C, R = dec.cand_model.shape
+    busy = np.zeros(n, dtype=np.bool_)
+    for r in range(R):
+        busy[dec.ready[r]] = True
+    for q in range(dec.inf_node.shape[0]):
+        busy[dec.inf_node[q]] = True
+    need0 = np.zeros(P)
+    lacks = np.zeros(P, dtype=np.bool_)
+    for pm in range(P):
+        lacks[pm], need0[pm] = member_need(arr.available, bounds.min_charge, dec.completed, busy, dec.mem_model[pm],
+                                           dec.mem_k[pm])
+    inf_tail = np.zeros(m)
+    for j in range(m):
+        inf_tail[j] = max(0.0, inflight_end(dec.inf_node, dec.inf_end, bounds.child_tail, j))
+    first = np.zeros(C)
+    lat_end = np.empty((C, m))
+    for c in range(C):
+        first[c] = candidate_charge(bounds.min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0)
+        for j in range(m):
+            lat_end[c, j] = candidate_end(bounds.min_lat, bounds.child_tail, dec.ready, dec.cand_model, c, j)
+    return PairCheckTables(need0, lacks, inf_tail, first, lat_end)
+
+
+@compiled_only
+def pair_fails(tables, c, pm, j, n_inf, budget, horizon):
+    """:func:`_pair_fails_surely` of pair (candidate c, member pm; j: its model) from the decision's tables.
+
+    ``n_inf``: the decision's number of batches in flight (their tail only counts when there is one).
+    """
+    return (tables.lacks[pm] or tables.lat_end[c, j] > horizon or tables.first[c] + tables.need0[pm] > budget
+            or (n_inf > 0 and tables.inf_tail[j] > horizon))
+
+
+@njit(cache=True, nogil=True)
+def surely_failing(arr, bounds, dec):
+    """(C, P) bool: the pairs :func:`_pair_fails_surely` ends at the decision's own budget and horizon
+    (the anytime planner's exact pruning: such a pair gets no simulation)."""
+    tables = pair_check_tables(arr, bounds, dec)
+    C = dec.cand_model.shape[0]
+    P = dec.mem_model.shape[0]
+    n_inf = dec.inf_node.shape[0]
+    fails = np.zeros((C, P), dtype=np.bool_)
+    for c in range(C):
+        for pm in range(P):
+            fails[c, pm] = pair_fails(tables, c, pm, dec.mem_model[pm], n_inf, dec.budget, dec.horizon)
+    return fails
+
+
 @njit(cache=True, nogil=True)
 def pair_scratch(n, K=0, sims=0):
     """:func:`run_pair`'s scratch arrays for an n-node DAG, K surface cells and ``sims`` screened simulations."""

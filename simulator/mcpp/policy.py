@@ -34,7 +34,7 @@ from simulator.costs.arrays import DagArrays
 from simulator.engine.episode import DecisionView, Policy
 from simulator.engine.live_rules import charge_ceilings, reservation_unit
 from simulator.engine.registry import ATOMIC, HARD, PYTHON_POLICY, MethodSpec
-from simulator.mcpp.anytime import MemberTables, Rates, evaluate_auto, pair_scores, race, surely_failing
+from simulator.mcpp.anytime import MemberTables, Rates, evaluate_auto, pair_scores, race
 from simulator.mcpp.candidates import (
     CORRECTED_FULL,
     FULL,
@@ -43,7 +43,14 @@ from simulator.mcpp.candidates import (
     faithful_draw,
     generate_candidates,
 )
-from simulator.mcpp.kernel import NO_CEILING, DecisionState, plan_bounds, run_pairs, run_pairs_serial
+from simulator.mcpp.kernel import (
+    NO_CEILING,
+    DecisionState,
+    plan_bounds,
+    run_pairs,
+    run_pairs_serial,
+    surely_failing,
+)
 from simulator.mcpp.params import (
     MCPP,
     MCPPParams,
@@ -509,7 +516,7 @@ class MCPortfolioPolicy(Policy):
         tb = self._episode
         P = self.params
         C, Pm = dec.cand_model.shape[0], len(members)
-        fails = surely_failing(tb.bounds, tb.arr, dec) if self.prune else np.zeros((C, Pm), dtype=bool)
+        fails = surely_failing(tb.arr, tb.bounds, dec) if self.prune else np.zeros((C, Pm), dtype=bool)
         scores = pair_scores(tb.member_tables(members), dec).ravel()  # pair i = (i // Pm, i % Pm)
         open_pairs = np.flatnonzero(~fails.ravel())
         order = open_pairs[np.argsort(-scores[open_pairs], kind="stable")]

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.base.jit import compiled_only, inlined, njit
+from simulator.base.jit import inlined, njit
 from simulator.mcpp.kernel import (
     START_UNKNOWN,
     PairStart,
     candidate_charge,
-    candidate_end,
     first_at_least,
-    inflight_end,
     inside_stair,
-    member_need,
+    pair_check_tables,
+    pair_fails,
     pair_scratch,
     run_pair_surface,
     with_steps_inlined,
@@ -91,43 +90,9 @@ def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
     return lowest, top_b, top_h
 
 
-@compiled_only
-def _pair_screen_tables(arr, bounds, dec):
-    """run_pair's first checks split by member and by candidate, once per decision (for the decide loop).
-
-    ``_pair_fails_surely`` and run_pair's staircase check are made of
-    per-member parts (:func:`member_need`; :func:`inflight_end` per member
-    model) and per-candidate parts (:func:`candidate_charge`,
-    :func:`candidate_end` per member model), the very functions they call;
-    the loop recombines them as they do.
-    """
-    n, m = dec.completed.shape[0], arr.m
-    P = dec.mem_model.shape[0]
-    C, R = dec.cand_model.shape
-    busy = np.zeros(n, dtype=np.bool_)
-    for r in range(R):
-        busy[dec.ready[r]] = True
-    for q in range(dec.inf_node.shape[0]):
-        busy[dec.inf_node[q]] = True
-    need0 = np.zeros(P)
-    lacks = np.zeros(P, dtype=np.bool_)
-    for pm in range(P):
-        lacks[pm], need0[pm] = member_need(arr.available, bounds.min_charge, dec.completed, busy, dec.mem_model[pm],
-                                           dec.mem_k[pm])
-    inf_tail = np.zeros(m)  # max(0, the in-flight batches' ends + child_tail), per member model
-    for j in range(m):
-        inf_tail[j] = max(0.0, inflight_end(dec.inf_node, dec.inf_end, bounds.child_tail, j))
-    first = np.zeros(C)  # the candidate's least charge, summed from 0 as _pair_fails_surely
-    lat_end = np.empty((C, m))  # its ready nodes' largest min latency + child_tail, per member model
-    for c in range(C):
-        first[c] = candidate_charge(bounds.min_charge, dec.ready, dec.cand_model, dec.cand_count, c, 0.0)
-        for j in range(m):
-            lat_end[c, j] = candidate_end(bounds.min_lat, bounds.child_tail, dec.ready, dec.cand_model, c, j)
-    return need0, lacks, inf_tail, first, lat_end
-
-
 #: the decide loop's pair checks inlined here, where they run once per pair (simulator.base.jit)
 _candidate_charge_here = inlined(candidate_charge.py_func)
+_pair_fails_here = inlined(pair_fails.py_func)
 _inside_stair_here = inlined(with_steps_inlined(inside_stair.py_func))
 
 
@@ -187,7 +152,8 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     cost[:] = np.inf
     fin[:] = np.inf
     dirty = False
-    need0_t, lacks_t, inf_tail_t, first_t, lat_end_t = _pair_screen_tables(arr, bounds, dec)
+    tables = pair_check_tables(arr, bounds, dec)
+    inf_tail_t, lat_end_t = tables.inf_tail, tables.lat_end
     min_charge = bounds.min_charge
     mem_model, cand_model, cand_count, ready = dec.mem_model, dec.cand_model, dec.cand_count, dec.ready
     prune = dec.prune
@@ -202,11 +168,10 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
         pc = pair_c[p]
         pm = pair_m[p]
         j = mem_model[pm]
-        if prune and (lacks_t[pm] or lat_end_t[pc, j] > top_h or first_t[pc] + need0_t[pm] > top_b
-                      or (n_inf > 0 and inf_tail_t[j] > top_h)):
+        if prune and _pair_fails_here(tables, pc, pm, j, n_inf, top_b, top_h):
             continue
         # the staircase check: need0, then the candidate's charges
-        need0 = need0_t[pm] if prune else 0.0
+        need0 = tables.need0[pm] if prune else 0.0
         first_cost = _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need0)
         first_end = max(inf_tail_t[j], lat_end_t[pc, j])
         if not _inside_stair_here(stair_b, stair_h, M, first_cost, first_end):
