@@ -83,3 +83,46 @@ def test_pilot_pairs_never_change_a_cell(cf_pool):
             decide.N_PILOTS = saved
         outs.append((o.reason.tolist(), o.makespan.tolist(), o.total_cost.tolist()))
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_pilot_run_stands_for_its_pair_in_order(cf_pool):
+    """The loop reuses a pilot's run when it reaches the pilot's pair in order, instead of simulating the pair
+    again: on every decision of a tree, any pilots (the winners, losers, random ones, none) give every cell the
+    same count and the same pair."""
+    import simulator.surface.decide as decide
+
+    arr = dag_arrays(cf_pool, 0, RunSettings().cost)
+    budgets, deadlines = _tight_axes(arr)
+    pol, _ = policy_for("mc_portfolio_rollout", MCPP_SMALL, None, cf_pool[0].model_ids)
+    seen = []
+    original = decide.decide_cells_kernel
+
+    def capture(arr_, bounds, dec, pairs, M, grid, best, track):
+        seen.append((bounds, dec, pairs[0], pairs[1], M, grid, best[0].copy(), best[1].copy(), track))
+        return original(arr_, bounds, dec, pairs, M, grid, best, track)
+
+    decide.decide_cells_kernel = capture
+    try:
+        mcpp_trial_cells(arr, pol, budgets, deadlines, 42, 0, 2)
+    finally:
+        decide.decide_cells_kernel = original
+    assert len(seen) >= 20
+    rng = np.random.default_rng(5)
+    n_reused = 0
+    for bounds, dec, pair_c, pair_m, M, grid, w0, p0, track in seen:
+
+        def choose(pilot, bounds=bounds, dec=dec, pair_c=pair_c, pair_m=pair_m, M=M, grid=grid, w0=w0, p0=p0,
+                   track=track):  # fmt: skip
+            bw, bp = w0.copy(), p0.copy()
+            original(arr, bounds, dec, (pair_c, pair_m, np.sort(np.asarray(pilot, dtype=np.int64))), M, grid,
+                     (bw, bp), track)  # fmt: skip
+            return bw.tolist(), bp.tolist()
+
+        ref = choose([])
+        winners = sorted(set(p for w, p in zip(*ref, strict=True) if w > 0))
+        n = len(pair_c)
+        picks = [winners, winners[:1], [n - 1], rng.choice(n, size=min(3, n), replace=False)]
+        for pilot in picks:
+            n_reused += len(pilot)
+            assert choose(pilot) == ref, (pilot, winners)
+    assert n_reused > 0

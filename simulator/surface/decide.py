@@ -159,32 +159,56 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     prune = dec.prune
     n_inf = dec.inf_node.shape[0]
     n_pilot = pilot.shape[0]
+    pilot_w = np.full(n_pilot, -1, dtype=np.int64)  # each pilot run's count (-1: ended before or by its stops)
+    pilot_cost = np.empty((n_pilot, M))  # and its records
+    pilot_fin = np.empty((n_pilot, M))
     for step in range(n_pilot + pair_c.shape[0]):
         if lowest >= M:
             break  # every cell has a pair with M successes: no later pair can beat it
         is_pilot = step < n_pilot
         p = pilot[step] if is_pilot else step - n_pilot
-        # run_pair's first checks without the call (a pair they end gets 0 there, with nothing recorded)
-        pc = pair_c[p]
-        pm = pair_m[p]
-        j = mem_model[pm]
-        if prune and _pair_fails_here(tables, pc, pm, j, n_inf, top_b, top_h):
-            continue
-        # the staircase check: need0, then the candidate's charges
-        need0 = tables.need0[pm] if prune else 0.0
-        first_cost = _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need0)
-        first_end = max(inf_tail_t[j], lat_end_t[pc, j])
-        if not _inside_stair_here(stair_b, stair_h, M, first_cost, first_end):
-            continue
-        if dirty:  # only a pair that recorded a success left entries to clear
-            cost[:] = np.inf
-            fin[:] = np.inf
-        w = run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h, stair_b,
-                      stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b,
-                      PairStart(True, need0, first_cost, first_end, inf_tail_t[j]))
-        dirty = w != 0  # 0: no simulation succeeded, nothing recorded
-        if w <= lowest:
-            continue  # beats no cell (-1: stopped early)
+        again = -1  # a pilot pair reached in order: its pilot run stands for this one
+        for q in range(0 if is_pilot else n_pilot):
+            if pilot[q] == p:
+                again = q
+        if again >= 0:
+            # Its pilot run met a lower bar (bars only rise), so it stopped no simulation that this run would
+            # keep: its records hold every success in every cell the pair can still change, at the same
+            # cost and finishing time. Those are the counts this run would give wherever they matter; a
+            # larger count where they do not (at most the cell's bar) is overtaken by the pilot that set
+            # that bar, which the loop has yet to reach. A pilot run that beat no cell then beats none now.
+            w = pilot_w[again]
+            if w <= lowest:
+                continue
+            cost[:] = pilot_cost[again]
+            fin[:] = pilot_fin[again]
+            dirty = True
+        else:
+            # run_pair's first checks without the call (a pair they end gets 0 there, with nothing recorded)
+            pc = pair_c[p]
+            pm = pair_m[p]
+            j = mem_model[pm]
+            if prune and _pair_fails_here(tables, pc, pm, j, n_inf, top_b, top_h):
+                continue
+            # the staircase check: need0, then the candidate's charges
+            need0 = tables.need0[pm] if prune else 0.0
+            first_cost = _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need0)
+            first_end = max(inf_tail_t[j], lat_end_t[pc, j])
+            if not _inside_stair_here(stair_b, stair_h, M, first_cost, first_end):
+                continue
+            if dirty:  # only a pair that recorded a success left entries to clear
+                cost[:] = np.inf
+                fin[:] = np.inf
+            w = run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h,
+                                 stair_b, stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b,
+                                 PairStart(True, need0, first_cost, first_end, inf_tail_t[j]))
+            dirty = w != 0  # 0: no simulation succeeded, nothing recorded
+            if is_pilot:
+                pilot_w[step] = w
+                pilot_cost[step] = cost
+                pilot_fin[step] = fin
+            if w <= lowest:
+                continue  # beats no cell (-1: stopped early)
         table[:, :] = 0
         uncertain = False
         for s in range(M):
