@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import uint64
 
-from simulator.base.jit import compiled_only, inlined, njit
+from simulator.base.jit import borrowed, compiled_only, inlined, njit
 from simulator.base.rng import GOLDEN, cos_2pi_lower, fold, normal, normal_lower, randint, uniform
 from simulator.base.rng import gamma as gamma_draw
 from simulator.base.threads import run_chunked
@@ -1541,6 +1541,10 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
     under every launch rule (the live rules included, where ``dec.prune``'s
     bounds do not); the planner passes it unless its shortcuts are off.
     """
+    # the caller's references keep the arguments alive for the call: borrowed, reading their fields and passing
+    # them on counts no references (simulator.base.jit.borrowed)
+    arr, bounds, dec, pair_cand, pair_mem, out_wins = (borrowed(arr), borrowed(bounds), borrowed(dec),
+                                                       borrowed(pair_cand), borrowed(pair_mem), borrowed(out_wins))
     none = np.empty(0, dtype=np.float64)
     no_stair = np.empty((0, 0), dtype=np.float64)
     no_cells = np.empty(0, dtype=np.int64)
@@ -1560,9 +1564,10 @@ def run_pairs_serial(arr, bounds, dec, pair_cand, pair_mem, s_lo, s_hi, out_wins
             if atomic_admission(expected, dec.budget, 0) == END:
                 out_wins[i] = -1
                 continue
-        w = _run_pair_inline(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, none, none,
-                             best + 1 if beat_best else 0, dec.budget, dec.horizon, none, no_stair, none, none,
-                             no_cells, work_i, work_f, work_b, START_UNKNOWN)
+        w = _run_pair_inline(arr, bounds, dec, pair_cand[i], pair_mem[i], s_lo, s_hi, borrowed(none), borrowed(none),
+                             best + 1 if beat_best else 0, dec.budget, dec.horizon, borrowed(none), borrowed(no_stair),
+                             borrowed(none), borrowed(none), borrowed(no_cells), borrowed(work_i), borrowed(work_f),
+                             borrowed(work_b), START_UNKNOWN)
         out_wins[i] = w
         if w > best:
             best = w

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.base.jit import inlined, njit
+from simulator.base.jit import borrowed, inlined, njit
 from simulator.mcpp.kernel import (
     START_UNKNOWN,
     PairStart,
@@ -118,6 +118,10 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     soon as no cell can get more than its best. Updates ``best_w``
     (successes of the best pair, 0: none) and ``best_p`` (its pair index).
     """
+    # the caller's references keep the arguments alive for the call: borrowed, reading their fields and passing
+    # them on counts no references (simulator.base.jit.borrowed)
+    arr, bounds, dec, pairs, grid, best = (borrowed(arr), borrowed(bounds), borrowed(dec), borrowed(pairs),
+                                           borrowed(grid), borrowed(best))
     pair_c, pair_m, pilot = pairs
     bvals, hvals, cell_i, cell_j = grid
     best_w, best_p = best
@@ -188,10 +192,10 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             pc = pair_c[p]
             pm = pair_m[p]
             j = mem_model[pm]
-            if prune and _pair_fails_here(tables, pc, pm, j, n_inf, top_b, top_h):
+            if prune and _pair_fails_here(borrowed(tables), pc, pm, j, n_inf, top_b, top_h):
                 continue
             # the staircase check: need0, then the candidate's charges
-            need0 = tables.need0[pm] if prune else 0.0
+            need0 = borrowed(tables).need0[pm] if prune else 0.0
             first_cost = _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need0)
             first_end = max(inf_tail_t[j], lat_end_t[pc, j])
             if not _inside_stair_here(stair_b, stair_h, M, first_cost, first_end):
@@ -199,9 +203,10 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             if dirty:  # only a pair that recorded a success left entries to clear
                 cost[:] = np.inf
                 fin[:] = np.inf
-            w = run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, cost, fin, lowest + 1, top_b, top_h,
-                                 stair_b, stair_h, cell_b, cell_h, cell_best, work_i, work_f, work_b,
-                                 PairStart(True, need0, first_cost, first_end, inf_tail_t[j]))
+            w = run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], 0, M, borrowed(cost), borrowed(fin),
+                                 lowest + 1, top_b, top_h, borrowed(stair_b), borrowed(stair_h), borrowed(cell_b),
+                                 borrowed(cell_h), borrowed(cell_best), borrowed(work_i), borrowed(work_f),
+                                 borrowed(work_b), PairStart(True, need0, first_cost, first_end, inf_tail_t[j]))
             dirty = w != 0  # 0: no simulation succeeded, nothing recorded
             if is_pilot:
                 pilot_w[step] = w
@@ -252,8 +257,8 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
                     if ib[s] == nb or i < ib_lo[s] or j < jh_lo[s] or (i >= ib[s] and j >= jh[s]):
                         continue  # failed, certainly too tight, or certainly counted by the table
                     c += run_pair_surface(arr, bounds, dec, pair_c[p], pair_m[p], s, s + 1, one, one, 0, bvals[i],
-                                          hvals[j], none, no_stair, none, none, no_cells, work_i, work_f, work_b,
-                                          START_UNKNOWN)
+                                          hvals[j], none, no_stair, none, none, no_cells, borrowed(work_i),
+                                          borrowed(work_f), borrowed(work_b), START_UNKNOWN)
             if c > best_w[k]:
                 best_w[k] = c
                 best_p[k] = p
