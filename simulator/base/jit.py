@@ -28,6 +28,12 @@ inlined that way is typed again at every call site, so it is used only where
 it pays, mostly through an inlined twin of a ``compiled_only`` function
 (``inlined(f.py_func)``: the same code, one place for its rule).
 
+Where a call taking arrays cannot be inlined (the surface's ``run_pair``, compiled on its own) or its
+arguments are tuples whose fields an inlined body reads over and over, :func:`borrowed` passes views that
+own nothing: the same memory and the same numba type, whose reference counts are a null test instead of
+an atomic update. The decide loop and the planner's pair loop borrow their own arguments for the length of
+the call (their caller's references keep them alive) and their scratch arrays in each call's expression.
+
 A ``compiled_only`` function has no entry point for the interpreter: calling
 it from Python would crash the process instead of raising. Keep it private to
 compiled code; ``tests/test_compiled_only.py`` fails if Python code (outside a
@@ -86,9 +92,10 @@ def borrowed(typingctx, x):
     about 50 arrays) they were about 12% of a DAG's CPU. The same memory, the same numba type, so the same
     compiled callee and the same results.
 
-    Only for a call's arguments, inside the call's expression (``f(borrowed(a))``): the caller's own
-    reference keeps the memory alive for the call, and nothing may keep a borrowed view after it (never
-    return one, store it, or hand it to Python).
+    Only where something else owns the memory for as long as the view is used: a call's arguments inside
+    the call's expression (``f(borrowed(a))``: the caller's own reference keeps ``a`` alive for the call),
+    or a compiled function's own arguments for the length of that function (its caller's references).
+    Nothing may keep a borrowed view longer: never return one, store it, or hand it to Python.
     """
     if not _borrowable(x):
         return None
