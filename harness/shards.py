@@ -364,7 +364,7 @@ def spec_from_args(a: argparse.Namespace) -> ShardSpec:
         planning=_json_arg(a.planning, "--planning") or {},
         further=_json_arg(a.further_params, "--further-params") or {},
         execution_rules=a.execution_rules,
-        progress_file=a.progress_file,
+        progress_file=os.path.abspath(a.progress_file) if a.progress_file else None,  # errors name it whole
         pool_index=os.path.abspath(a.pool_index) if a.pool_index else None,
     )
 

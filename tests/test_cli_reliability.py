@@ -443,6 +443,27 @@ def test_disk_full_while_recording_a_shard_failure_names_the_file(tmp_path, monk
     assert info.value.errno == errno.ENOSPC and info.value.filename == st.f("s00000", "failures")
 
 
+def test_a_shards_relative_paths_are_named_whole(tmp_path, monkeypatch):
+    """The job line names the progress file relative to the run folder (the shard runs there); the shard resolves
+    it, as it does its outputs, so a full disk at that door names the file inside the run folder, not
+    `state/...` (found by the full-disk test below when the progress file was the door that filled)."""
+    import argparse
+
+    from harness.shards import add_shard_arguments, spec_from_args
+
+    (tmp_path / "state").mkdir()
+    monkeypatch.chdir(tmp_path)
+    p = argparse.ArgumentParser()
+    add_shard_arguments(p)
+    a = p.parse_args(["--pool", EXAMPLE, "--out-dir", "outputs", "--progress-file", "state/s00007.progress",
+                      "--budget-group", "b00", "--budget", "ratio:1", "--deadlines", "ratio:1", "--dags", "0",
+                      "--trials", "1", "--seed", "0", "--cost-mode", "token_cost_mean", "--latency-dist",
+                      "lognormal", "--methods", "sequential"])
+    spec = spec_from_args(a)
+    assert spec.progress_file == str(tmp_path / "state" / "s00007.progress")
+    assert spec.out_dir == str(tmp_path / "outputs")
+
+
 def _small_tmpfs(path: str, kib: int) -> bool:
     """Mount a tmpfs of ``kib`` KiB at ``path`` (root only; False where that is not allowed)."""
     if os.geteuid() != 0:
