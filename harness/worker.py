@@ -180,6 +180,11 @@ class ShardRunner:
         if self.on_claimed is not None:
             self.on_claimed(n)
         try:
+            if self.stop.is_set():
+                # Another runner's fatal failure (disk full, bad input) stopped the runners after this runner
+                # last looked: it may have released this very shard, which a retry would fail alike. It sets
+                # ``stop`` before it releases its claim, so a claim taken after that release sees it here.
+                return "busy"
             if self.done_and_verified(sid, spec):
                 return "skip"
             return self._run_claimed(n, sid, spec, attempt, foreground)

@@ -129,6 +129,22 @@ def _prepared(tmp_path, **kw):
     return env, prepare(env, quiet=True)
 
 
+def test_a_shard_claimed_after_the_runners_stopped_is_not_run(tmp_path):
+    """Two `local` workers share one stop: when one fails fatally (a full disk) it stops them, then releases its
+    shard. The other, which looked at the stop before that, may claim the released shard next: it must not run
+    it (the full-disk test saw two attempts of one shard under load). Here the stop is set at the claim."""
+    from harness import worker
+
+    env, rd = _prepared(tmp_path)
+    runner = worker.ShardRunner(rd, worker.WorkerOptions(heartbeat_seconds=5.0, threads_per_shard=1),
+                                log=lambda m: None)
+    runner.on_claimed = lambda n: runner.stop.set()
+    assert runner.run(0) == "busy"
+    assert runner.state.failures("s00000") == [] and not runner.state.is_done("s00000")
+    assert not os.path.exists(os.path.join(rd.logs, "s00000.log"))  # never started
+    assert not os.path.exists(os.path.join(rd.state, "s00000.claim"))  # and released
+
+
 def test_claim_of_a_dead_process_on_this_host_is_stale_at_once(tmp_path):
     from harness.status import collect, render_status, resume
 
