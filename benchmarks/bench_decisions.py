@@ -3,7 +3,7 @@
 Run by hand::
 
     python -m benchmarks.bench_decisions capture --pool P --dag I [--trial T] --out decisions.pkl
-    python -m benchmarks.bench_decisions replay decisions.pkl [--reps 5]
+    python -m benchmarks.bench_decisions replay decisions.pkl [--reps 5] [--track-cells N]
 
 Why: a whole trial's CPU seconds move by several percent from run to run on
 a shared machine, more than a kernel change of a few percent. ``capture``
@@ -15,7 +15,11 @@ captured decision ``--reps`` times (one core) and keeps its fastest run
 (noise only ever adds time), and prints their sum with a digest of every
 decision's chosen pairs: two trees that print the same digest decided the
 same. Compare two trees by replaying one capture from each checkout,
-alternating which goes first.
+alternating which goes first. ``replay`` also splits the kernel's time by
+the decisions' number of cells (where a trial's time goes: the few
+decisions near the root hold thousands of cells); ``--track-cells N``
+replays with the per-cell counts kept up to N cells instead of
+``decide.TRACK_CELLS`` (the same choices, other early stops).
 
 The capture is a pickle this command writes for its own replay: keep it
 local (loading a pickle runs code; never replay one from elsewhere).
@@ -73,15 +77,24 @@ def capture(pool_path: str, dag: int, trial: int, out: str) -> int:
     return len(calls)
 
 
-def replay(path: str, reps: int) -> tuple[float, str, int]:
-    """(the decisions' fastest kernel seconds summed, the digest of their choices, their number)."""
+#: upper ends of the decision sizes (cells) ``replay`` splits the kernel's time by
+SIZE_BINS = (1, 2, 20, 100, 1024, 10**9)
+
+
+def replay(path: str, reps: int, track_cells: int | None = None) -> tuple[float, str, int, dict]:
+    """(the decisions' fastest kernel seconds summed, the digest of their choices, their number, and by
+    decision size (the upper end of its bin in ``SIZE_BINS``): [decisions, seconds])."""
     with open(path, "rb") as f:
         calls = pickle.load(f)  # noqa: S301 -- written by ``capture`` on this machine (module docstring)
     first = calls[0]
     decide.decide_cells_kernel(*first[:6], (first[6][0].copy(), first[6][1].copy()), first[7])  # compile / load
     digest = hashlib.sha256()
     total = 0.0
+    by_size = {hi: [0, 0.0] for hi in SIZE_BINS}
     for arr, bounds, dec, pairs, M, grid, best, track in calls:
+        cells = best[0].shape[0]
+        if track_cells is not None:
+            track = cells <= track_cells
         fastest = np.inf
         for _ in range(reps):
             best_w, best_p = best[0].copy(), best[1].copy()
@@ -91,7 +104,10 @@ def replay(path: str, reps: int) -> tuple[float, str, int]:
         digest.update(best_w.tobytes())
         digest.update(best_p.tobytes())
         total += fastest
-    return total, digest.hexdigest()[:16], len(calls)
+        size = by_size[next(hi for hi in SIZE_BINS if cells <= hi)]
+        size[0] += 1
+        size[1] += fastest
+    return total, digest.hexdigest()[:16], len(calls), by_size
 
 
 @cli_entry
@@ -106,6 +122,8 @@ def main(argv=None) -> int:
     rep = sub.add_parser("replay", help="replay captured decisions, fastest of --reps runs each")
     rep.add_argument("capture", type=cliargs.input_path())
     rep.add_argument("--reps", type=int, default=5)
+    rep.add_argument("--track-cells", type=int, default=None,
+                     help=f"keep per-cell counts up to this many cells (default: the capture's, {decide.TRACK_CELLS})")
     a = ap.parse_args(argv)
     if a.what == "capture":
         n = capture(a.pool, a.dag, a.trial, a.out)
@@ -115,8 +133,15 @@ def main(argv=None) -> int:
         raise ConfigError(f"--reps {a.reps}: at least 1")
     if not os.path.isfile(a.capture):
         raise ConfigError(f"{a.capture}: no such file (write one with `capture`)")
-    total, digest, n = replay(a.capture, a.reps)
+    if a.track_cells is not None and a.track_cells < 0:
+        raise ConfigError(f"--track-cells {a.track_cells}: at least 0")
+    total, digest, n, by_size = replay(a.capture, a.reps, a.track_cells)
     print(f"kernel {total:.3f} s (fastest of {a.reps}) over {n} decisions, choices digest {digest}")
+    lo = 1
+    for hi, (count, seconds) in by_size.items():
+        span = f">= {lo}" if hi == SIZE_BINS[-1] else f"{lo}" if hi == lo else f"{lo}-{hi}"
+        print(f"  {span} cells: {count} decisions, {seconds:.3f} s ({seconds / max(total, 1e-12):.1%})")
+        lo = hi + 1
     return 0
 
 

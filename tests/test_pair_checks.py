@@ -25,9 +25,20 @@ from numba import njit
 from simulator.costs.arrays import dag_arrays
 from simulator.costs.nominal import nominal_budget, nominal_deadline
 from simulator.engine.episode import run_policy_episode
-from simulator.mcpp.kernel import START_UNKNOWN, pair_scratch, plan_bounds, run_pair, surely_failing
+from simulator.mcpp.kernel import (
+    START_UNKNOWN,
+    candidate_charge,
+    inside_stair,
+    pair_check_tables,
+    pair_fails,
+    pair_scratch,
+    plan_bounds,
+    run_pair,
+    surely_failing,
+)
 from simulator.pools.pool import load_pool
 from simulator.simulate import RunSettings, policy_for
+from simulator.surface.decide import _candidate_floor, _member_floors, _staircase
 
 SIMS = 16
 
@@ -109,3 +120,59 @@ def test_the_anytime_pruning_is_the_kernels_rule_and_ends_only_failures(example_
             for c, pm in ended[rng.choice(len(ended), size=min(4, len(ended)), replace=False)] if len(ended) else []:
                 assert _wins(arr, bounds, d, int(c), int(pm), SIMS) == 0, (c, pm, scale)
     assert n_fail > 0 and n_open > 0  # both answers were met
+
+
+@njit(cache=False)
+def _floor_against_pairs(arr, bounds, dec, stair, M, top):
+    """The surface's candidate floor against its own per-pair checks: (candidates it skips, pairs of those
+    candidates that the per-pair checks would have let run: must be 0)."""
+    stair_b, stair_h = stair
+    top_b, top_h = top
+    tables = pair_check_tables(arr, bounds, dec)
+    need_min, uses = _member_floors(tables, dec.mem_model, arr.m, dec.prune)
+    n_inf = dec.inf_node.shape[0]
+    skipped = 0
+    wrong = 0
+    for c in range(dec.cand_model.shape[0]):
+        out = need_min == np.inf or not inside_stair(
+            stair_b, stair_h, M, candidate_charge(bounds.min_charge, dec.ready, dec.cand_model, dec.cand_count, c,
+                                                  need_min), _candidate_floor(tables, uses, c))  # fmt: skip
+        if not out:
+            continue
+        skipped += 1
+        for pm in range(dec.mem_model.shape[0]):
+            j = dec.mem_model[pm]
+            if dec.prune and pair_fails(tables, c, pm, j, n_inf, top_b, top_h):
+                continue
+            need0 = tables.need0[pm] if dec.prune else 0.0
+            cost = candidate_charge(bounds.min_charge, dec.ready, dec.cand_model, dec.cand_count, c, need0)
+            if inside_stair(stair_b, stair_h, M, cost, max(tables.inf_tail[j], tables.lat_end[c, j])):
+                wrong += 1
+    return skipped, wrong
+
+
+@pytest.mark.parametrize("dag", [0, 3])
+def test_a_candidate_the_surface_skips_whole_has_no_pair_its_checks_let_run(example_pool_path, dag):
+    """``decide_cells_kernel`` skips a candidate's pairs at once when their least cost and earliest end (over
+    the members) fit no open cell; every one of them must fail the per-pair checks it replaces (pair check,
+    then staircase), on captured decisions under staircases of random open cells from generous to tight."""
+    pool = load_pool(example_pool_path)
+    arr, decisions = _decisions(pool, dag, 1.5, 1.5, trial=2)
+    bounds = plan_bounds(arr)
+    rng = np.random.default_rng(10 + dag)
+    M = 8
+    skipped = kept = 0
+    for dec in decisions[:6]:
+        for scale in (2.0, 1.0, 0.5, 0.25):
+            nb, nh = 6, 5
+            bvals = np.sort(rng.uniform(0.2, 1.0, nb)) * dec.budget * scale
+            hvals = np.sort(rng.uniform(0.2, 1.0, nh)) * dec.horizon * scale
+            cell_i, cell_j = np.divmod(np.arange(nb * nh), nh)
+            bar = rng.integers(0, M + 1, nb * nh)  # some cells closed (M), the others open at random bests
+            stair_b, stair_h = np.empty(nb), np.empty((nb, M + 1))
+            _lowest, top_b, top_h = _staircase(bvals, hvals, cell_i, cell_j, bar, M, stair_b, stair_h)
+            n_skip, wrong = _floor_against_pairs(arr, bounds, dec, (stair_b, stair_h), M, (top_b, top_h))
+            assert wrong == 0, (scale, wrong)
+            skipped += n_skip
+            kept += dec.cand_model.shape[0] - n_skip
+    assert skipped > 0 and kept > 0  # both answers were met

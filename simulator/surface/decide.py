@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.base.jit import borrowed, inlined, njit
+from simulator.base.jit import borrowed, compiled_only, inlined, njit
 from simulator.mcpp.kernel import (
     START_UNKNOWN,
     PairStart,
@@ -90,10 +90,43 @@ def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
     return lowest, top_b, top_h
 
 
+@compiled_only
+def _member_floors(tables, mem_model, m, prune):
+    """The least ``need0`` of the members the pair check lets run, and per model whether such a member uses it.
+
+    With ``prune`` a member whose model a pending node lacks fails every pair (``tables.lacks``) and
+    counts in neither; without it every member counts, at need0 0 (the decide loop's own values).
+    """
+    need_min = np.inf
+    uses = np.zeros(m, dtype=np.bool_)
+    for pm in range(mem_model.shape[0]):
+        if prune and tables.lacks[pm]:
+            continue
+        uses[mem_model[pm]] = True
+        need = tables.need0[pm] if prune else 0.0
+        if need < need_min:
+            need_min = need
+    return need_min, uses
+
+
+@compiled_only
+def _candidate_floor(tables, uses, c):
+    """The least ``first_end`` of candidate c's pairs with the members :func:`_member_floors` counts (inf:
+    none)."""
+    end_min = np.inf
+    for j in range(uses.shape[0]):
+        if uses[j]:
+            end = max(tables.inf_tail[j], tables.lat_end[c, j])
+            if end < end_min:
+                end_min = end
+    return end_min
+
+
 #: the decide loop's pair checks inlined here, where they run once per pair (simulator.base.jit)
 _candidate_charge_here = inlined(candidate_charge.py_func)
 _pair_fails_here = inlined(pair_fails.py_func)
 _inside_stair_here = inlined(with_steps_inlined(inside_stair.py_func))
+_candidate_floor_here = inlined(_candidate_floor.py_func)
 
 
 @njit(cache=True, nogil=True)
@@ -166,6 +199,13 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     pilot_w = np.full(n_pilot, -1, dtype=np.int64)  # each pilot run's count (-1: ended before or by its stops)
     pilot_cost = np.empty((n_pilot, M))  # and its records
     pilot_fin = np.empty((n_pilot, M))
+    # A candidate whose pairs' least cost and earliest end (over the members the pair check lets run) fit
+    # no open cell: each of its pairs fails the checks below (charges and ends only grow with a member's
+    # need and model, floating-point sums are monotone, the staircase only shrinks), so all are skipped
+    # with one check instead of one per member (most pairs of a decision end there).
+    need_min, uses = _member_floors(borrowed(tables), mem_model, arr.m, prune)
+    floor_c = -1  # the candidate last checked, and whether its pairs are all skipped
+    floor_out = False
     for step in range(n_pilot + pair_c.shape[0]):
         if lowest >= M:
             break  # every cell has a pair with M successes: no later pair can beat it
@@ -192,6 +232,13 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             pc = pair_c[p]
             pm = pair_m[p]
             j = mem_model[pm]
+            if pc != floor_c:
+                floor_c = pc
+                floor_out = need_min == np.inf or not _inside_stair_here(
+                    stair_b, stair_h, M, _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need_min),
+                    _candidate_floor_here(borrowed(tables), uses, pc))
+            if floor_out:
+                continue
             if prune and _pair_fails_here(borrowed(tables), pc, pm, j, n_inf, top_b, top_h):
                 continue
             # the staircase check: need0, then the candidate's charges
