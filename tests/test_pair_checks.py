@@ -38,7 +38,7 @@ from simulator.mcpp.kernel import (
 )
 from simulator.pools.pool import load_pool
 from simulator.simulate import RunSettings, policy_for
-from simulator.surface.decide import _candidate_floor, _member_floors, _staircase
+from simulator.surface.decide import _candidate_fits_no_cell, _member_floors, _staircase
 
 SIMS = 16
 
@@ -129,15 +129,12 @@ def _floor_against_pairs(arr, bounds, dec, stair, M, top):
     stair_b, stair_h = stair
     top_b, top_h = top
     tables = pair_check_tables(arr, bounds, dec)
-    need_min, uses = _member_floors(tables, dec.mem_model, arr.m, dec.prune)
+    floors = _member_floors(tables, dec.mem_model, arr.m, dec.prune)
     n_inf = dec.inf_node.shape[0]
     skipped = 0
     wrong = 0
     for c in range(dec.cand_model.shape[0]):
-        out = need_min == np.inf or not inside_stair(
-            stair_b, stair_h, M, candidate_charge(bounds.min_charge, dec.ready, dec.cand_model, dec.cand_count, c,
-                                                  need_min), _candidate_floor(tables, uses, c))  # fmt: skip
-        if not out:
+        if not _candidate_fits_no_cell(tables, floors, bounds, dec, stair, M, c):
             continue
         skipped += 1
         for pm in range(dec.mem_model.shape[0]):

@@ -92,7 +92,8 @@ def _staircase(bvals, hvals, cell_i, cell_j, best_w, M, stair_b, stair_h):
 
 @compiled_only
 def _member_floors(tables, mem_model, m, prune):
-    """The least ``need0`` of the members the pair check lets run, and per model whether such a member uses it.
+    """The least ``need0`` of the members the pair check lets run, and per model whether such a member uses it
+    (once per decision, for :func:`_candidate_fits_no_cell`).
 
     With ``prune`` a member whose model a pending node lacks fails every pair (``tables.lacks``) and
     counts in neither; without it every member counts, at need0 0 (the decide loop's own values).
@@ -110,23 +111,32 @@ def _member_floors(tables, mem_model, m, prune):
 
 
 @compiled_only
-def _candidate_floor(tables, uses, c):
-    """The least ``first_end`` of candidate c's pairs with the members :func:`_member_floors` counts (inf:
-    none)."""
+def _candidate_fits_no_cell(tables, floors, bounds, dec, stair, M, c):
+    """Whether every pair of candidate c fails the decide loop's per-pair checks, from one check.
+
+    ``floors`` is :func:`_member_floors`' answer, ``stair`` the staircase ``(stair_b, stair_h)``. The
+    candidate's least charge from the least ``need0``, and the earliest end over the models those members
+    use, fitting no open cell (level M): every pair of c then has a charge and an end at least these
+    (floating-point sums are monotone), so it fits none either, nor later (the staircase only shrinks).
+    """
+    need_min, uses = floors
+    if need_min == np.inf:
+        return True  # every member fails the pair check
     end_min = np.inf
     for j in range(uses.shape[0]):
         if uses[j]:
             end = max(tables.inf_tail[j], tables.lat_end[c, j])
             if end < end_min:
                 end_min = end
-    return end_min
+    cost = candidate_charge(bounds.min_charge, dec.ready, dec.cand_model, dec.cand_count, c, need_min)
+    return not inside_stair(stair[0], stair[1], M, cost, end_min)
 
 
 #: the decide loop's pair checks inlined here, where they run once per pair (simulator.base.jit)
 _candidate_charge_here = inlined(candidate_charge.py_func)
 _pair_fails_here = inlined(pair_fails.py_func)
 _inside_stair_here = inlined(with_steps_inlined(inside_stair.py_func))
-_candidate_floor_here = inlined(_candidate_floor.py_func)
+_fits_no_cell_here = inlined(_candidate_fits_no_cell.py_func)
 
 
 @njit(cache=True, nogil=True)
@@ -203,7 +213,8 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
     # no open cell: each of its pairs fails the checks below (charges and ends only grow with a member's
     # need and model, floating-point sums are monotone, the staircase only shrinks), so all are skipped
     # with one check instead of one per member (most pairs of a decision end there).
-    need_min, uses = _member_floors(borrowed(tables), mem_model, arr.m, prune)
+    floors = _member_floors(borrowed(tables), mem_model, arr.m, prune)
+    stair = (borrowed(stair_b), borrowed(stair_h))  # the same memory, refilled in place by _staircase
     floor_c = -1  # the candidate last checked, and whether its pairs are all skipped
     floor_out = False
     for step in range(n_pilot + pair_c.shape[0]):
@@ -234,9 +245,7 @@ def decide_cells_kernel(arr, bounds, dec, pairs, M, grid, best, track):
             j = mem_model[pm]
             if pc != floor_c:
                 floor_c = pc
-                floor_out = need_min == np.inf or not _inside_stair_here(
-                    stair_b, stair_h, M, _candidate_charge_here(min_charge, ready, cand_model, cand_count, pc, need_min),
-                    _candidate_floor_here(borrowed(tables), uses, pc))
+                floor_out = _fits_no_cell_here(borrowed(tables), floors, bounds, dec, stair, M, pc)
             if floor_out:
                 continue
             if prune and _pair_fails_here(borrowed(tables), pc, pm, j, n_inf, top_b, top_h):
