@@ -20,6 +20,7 @@ import argparse
 import ast
 import importlib
 import inspect
+import os
 import re
 import sys
 import tomllib
@@ -170,7 +171,20 @@ def _commands() -> list[tuple[str, object, list[str]]]:
     return out
 
 
-COMMANDS = _commands()
+def _commands_leaving_the_environment() -> list[tuple[str, object, list[str]]]:
+    """:func:`_commands`, with ``os.environ`` as it was: importing every command's module runs their imports,
+    and a benchmark sets ``NUMBA_NUM_THREADS`` there (for its own process, before numba loads). Left in the test
+    process, numba re-reads it at the next compile and refuses a thread count other than the one its threads
+    started with: every later test that compiled a function of its own failed when the suite ran unactivated."""
+    saved = dict(os.environ)
+    try:
+        return _commands()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+COMMANDS = _commands_leaving_the_environment()
 
 
 def test_the_enumeration_finds_the_known_doors():
