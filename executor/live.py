@@ -374,8 +374,7 @@ class LiveRun:
                         self.overhead_ms, self.planner.decision_log, self.ledger.over, self.trace.events)
         starved.close()
         slip = None if self.clock.pausable else starvation.explain_slip(
-            res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s,
-            gc_max_s=starved.gc_max_s)
+            res.wall_s, self.clock.to_wall(self.deadline), starved.max_lag_s, starved.cpu_wait_s)
         self.trace.write("end", t=round(self.elapsed(), 6), success=success, on_time=on_time,
                          makespan_s=makespan, wall_s=res.wall_s, spent=self.spent, unbilled=self.unbilled,
                          over_reservation=self.ledger.over,
