@@ -8,9 +8,10 @@ chance: it gives the process a heap of millions of container objects (what a
 long session or a notebook holds), then forces a full pass on the run's own
 loop 30 ms before the run's deadline and once mid-run. With the heap frozen
 while the run is on the clock the passes are short and the run ends on
-time; without it (the guard replaced by a no-op) the same pass is measured
-in the run's ``end`` event and, where the machine makes it longer than the
-slack, the run slips and the event says the loop was held, not starved.
+time; without it (the guard replaced by a no-op) the same passes hold the
+run's loop (its ``end`` event's largest lag) and, where the machine makes a
+pass longer than the slack, the run slips and the event says the loop was
+held, not starved.
 """
 
 from __future__ import annotations
@@ -94,17 +95,17 @@ def test_a_full_pass_at_the_worst_moment_does_not_hold_the_run_past_its_deadline
         assert res.termination == "deadline_exhausted" and len(passes) == 2
         assert gc.get_freeze_count() == 0 and gcpause.runs_on_the_clock() == 0  # unfrozen once the run ended
         assert max(passes) * 20 < full_pass, (passes, full_pass)  # the heap was out of the passes
-        assert end["gc_max_s"] * 20 < full_pass, (end, full_pass)
         assert kept_deadline(res.wall_s, end, deadline_wall), (res.wall_s, deadline_wall, end)
 
         # the adversary has teeth: without the guard the same passes traverse the heap, inside the run
         monkeypatch.setattr(live, "heap_frozen", marked(False))
         passes = []
         res, end, deadline_wall = asyncio.run(_run_under_passes(wf, pool, B, D, scale, starts, passes))
-        assert end["gc_max_s"] >= 0.5 * full_pass, (end, full_pass)
+        assert min(passes) >= 0.5 * full_pass, (passes, full_pass)  # they traversed the heap, during the run
+        assert end["loop_lag_max_s"] >= 0.5 * full_pass, (end, full_pass)  # and held its loop
         if min(passes) > SLACK_S + 0.1:  # a pass longer than the slack, started 30 ms before the deadline
             assert res.wall_s > deadline_wall + SLACK_S, (res.wall_s, deadline_wall, passes)
-            assert end["slip"]["starvation_explains"] is False and "garbage collection" in end["slip"]["why"], end
+            assert end["slip"]["starvation_explains"] is False, end
     finally:
         del heap
         gc.collect()
