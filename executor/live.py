@@ -312,12 +312,15 @@ class LiveRun:
 
     async def _on_the_clock(self) -> RunResult:
         st = self.wf.stats
+        # the loop's lag and its thread's CPU wait (for the end event), then the wall time, then the deadline's
+        # clock, in that order: each window spans the next, so a thread preempted between two reads (a starved
+        # one may wait a second there) has that wait in its wall time and in its CPU wait, never in neither
+        starved = starvation.watch()
+        wall0 = time.perf_counter()
         self.t0 = self.clock.now()
         self._halt = asyncio.get_running_loop().create_future()
         if self._pending_halt is not None:
             self._halt.set_result(self._pending_halt)
-        wall0 = time.perf_counter()
-        starved = starvation.watch()  # the loop's lag and its thread's CPU wait, for the end event
         self.trace.write("run", **run_identity(self.wf), method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
                          source=self.wf.source, n_nodes=self.n, node_ids=self.node_ids, budget=self.budget,
                          deadline_s=self.deadline, cost_mode=self.wf.cost_mode, time_scale=self.clock.scale,
