@@ -140,9 +140,37 @@ def same_model(asked: str, answered: Any) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
+#: the deepest nesting an answer is parsed at (a chat completion nests about 6 deep). Python's parser recurses, so
+#: a 30,000-deep array ran it to the interpreter's recursion limit, where anything else called meanwhile (a
+#: finalizer, a collector's callback, pytest's unraisable hook) fails too: CI saw a RecursionError that even the
+#: hook reporting it could not format. Deeper answers are refused before a parser sees them.
+MAX_ANSWER_DEPTH = 64
+#: a JSON string, escapes included (unrolled: linear on any input)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS_ONLY = {c: None for c in range(128) if chr(c) not in "[]{}"}
+
+
+def nesting_depth(text: str, limit: int = MAX_ANSWER_DEPTH) -> int:
+    """How deep the text's arrays and objects nest outside its strings (counting stops past ``limit``),
+    without recursion; a text that is not JSON gets some number, and its parse says the rest."""
+    depth = deepest = 0
+    for ch in _JSON_STRING.sub("", text).translate(_BRACKETS_ONLY):
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_json(text: str) -> tuple[Any, bool]:
-    """(data, duplicate keys seen) of an answer's text; ValueError when it is not JSON or nests too deep to parse
-    (Python's parser recurses: a 30,000-deep array raises RecursionError, here a ValueError)."""
+    """(data, duplicate keys seen) of an answer's text; ValueError when it is not JSON or nests deeper than
+    :data:`MAX_ANSWER_DEPTH` (refused before parsing: Python's parser recurses)."""
+    if nesting_depth(text) > MAX_ANSWER_DEPTH:
+        raise ValueError(f"the answer nests deeper than {MAX_ANSWER_DEPTH} levels")
     dup = [False]
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -205,7 +233,7 @@ def error_message(raw: bytes) -> str:
     """The server's own words in an error answer (``error.message``, ``error``, ``detail`` or the text), one line."""
     text = raw[:4096].decode("utf-8", "replace")
     try:
-        data = json.loads(text)
+        data = json.loads(text) if nesting_depth(text) <= MAX_ANSWER_DEPTH else None
     except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
         data = None
     msg: Any = None
@@ -461,5 +489,5 @@ class EndpointHealth:
 
 __all__ = ["DOWN_KINDS", "RETRYABLE", "SETTLED", "UNBILLED", "RELEASED", "EndpointHealth", "Gate", "TryResult",
            "backoff_s", "classify_answer", "classify_body", "classify_error", "clean_text", "drop_if_stale", "gate_of",
-           "parse_json", "prompt_token_bound", "request_body", "response_cap", "said", "same_model", "try_once",
+           "nesting_depth", "parse_json", "prompt_token_bound", "request_body", "response_cap", "said", "same_model", "try_once",
            "usage_count"]
