@@ -14,9 +14,9 @@ blocking call, a garbage collection's full pass: :mod:`executor.gcpause`
 keeps the heap out of those): a bug to report, not the machine's load.
 
 Collections are not timed here: a :data:`gc.callbacks` entry is called
-wherever a collection starts, also at the recursion limit (inside a parse
-of a 30,000-deep JSON answer), where calling it raises ``RecursionError``
-as an unraisable exception (seen in CI: the hostile mix's deep JSON).
+wherever a collection starts, also at the interpreter's recursion limit,
+where calling it raises ``RecursionError`` as an unraisable exception (a
+first version timed them so, and CI failed two tests on such an exception).
 """
 
 from __future__ import annotations
