@@ -51,6 +51,7 @@ import httpx
 
 from simulator.base.errors import ConfigError, UserError
 from simulator.base.io_utils import dumps_compact_strict, naming
+from simulator.base.jsonread import MAX_ANSWER_DEPTH, nesting_depth
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +342,8 @@ class ChatClient:
                     status = resp.status_code
                     if status == 200:
                         try:
+                            if nesting_depth(resp.text) > MAX_ANSWER_DEPTH:  # before a recursive parser sees it
+                                raise ValueError(f"the answer nests deeper than {MAX_ANSWER_DEPTH} levels")
                             return self._parse(req, resp.json(), latency,
                                                time.perf_counter() - t_start, attempt + 1, sha)
                         except (ValueError, TypeError, AttributeError) as exc:

@@ -63,6 +63,7 @@ from executor.endpoints import Endpoint, request_secrets
 from executor.gateway import TIMEOUT_STATUSES, error_billing, gateway_retries
 from executor.ledger import RELEASED, SETTLED, UNBILLED, billing_of
 from executor.redact import redact
+from simulator.base.jsonread import MAX_ANSWER_DEPTH, nesting_depth
 
 #: faults a sample retries (with a fresh reservation when the last one may have been billed)
 RETRYABLE = frozenset({"http_429", "http_5xx", "gw_timeout", "connect", "reset", "timeout", "decode_error", "too_large",
@@ -138,32 +139,6 @@ def same_model(asked: str, answered: Any) -> bool:
         return True
     a, b = asked.lower().rsplit("/", 1)[-1], answered.lower().rsplit("/", 1)[-1]
     return a.startswith(b) or b.startswith(a)
-
-
-#: the deepest nesting an answer is parsed at (a chat completion nests about 6 deep). Python's parser recurses, so
-#: a 30,000-deep array ran it to the interpreter's recursion limit, where anything else called meanwhile (a
-#: finalizer, a collector's callback, pytest's unraisable hook) fails too: CI saw a RecursionError that even the
-#: hook reporting it could not format. Deeper answers are refused before a parser sees them.
-MAX_ANSWER_DEPTH = 64
-#: a JSON string, escapes included (unrolled: linear on any input)
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKETS_ONLY = {c: None for c in range(128) if chr(c) not in "[]{}"}
-
-
-def nesting_depth(text: str, limit: int = MAX_ANSWER_DEPTH) -> int:
-    """How deep the text's arrays and objects nest outside its strings (counting stops past ``limit``),
-    without recursion; a text that is not JSON gets some number, and its parse says the rest."""
-    depth = deepest = 0
-    for ch in _JSON_STRING.sub("", text).translate(_BRACKETS_ONLY):
-        if ch in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    break
-        elif ch in "]}":
-            depth -= 1
-    return deepest
 
 
 def parse_json(text: str) -> tuple[Any, bool]:
@@ -489,5 +464,5 @@ class EndpointHealth:
 
 __all__ = ["DOWN_KINDS", "RETRYABLE", "SETTLED", "UNBILLED", "RELEASED", "EndpointHealth", "Gate", "TryResult",
            "backoff_s", "classify_answer", "classify_body", "classify_error", "clean_text", "drop_if_stale", "gate_of",
-           "nesting_depth", "parse_json", "prompt_token_bound", "request_body", "response_cap", "said", "same_model", "try_once",
+           "parse_json", "prompt_token_bound", "request_body", "response_cap", "said", "same_model", "try_once",
            "usage_count"]

@@ -33,7 +33,7 @@ class Reply:
                                                         "total_tokens": 18})
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
-    text: str | None = None  # raw body for error replies
+    text: str | None = None  # the raw body (error replies; a 200 with it set answers it as is)
 
 
 def text_replies(responder: Callable[[dict], str | tuple[int, str]]
@@ -100,7 +100,7 @@ class FakeServer:
                         reply = Reply(status=404, text=json.dumps({"error": "not found"}))
                     if reply.delay:
                         time.sleep(reply.delay)
-                    if reply.status == 200:
+                    if reply.status == 200 and reply.text is None:
                         n = int(body.get("n", 1))
                         contents = reply.contents or ["ok"] * n
                         payload = {

@@ -3,8 +3,9 @@
 Python's JSON parser recurses: the hostile world's 30,000-deep array ran it
 to the recursion limit, where whatever else was called meanwhile failed too
 (in CI an unraisable RecursionError that pytest's own hook could not
-format). ``executor.client.nesting_depth`` is checked against the depth of
-random JSON values, strings full of brackets and escapes included.
+format). ``simulator.base.jsonread.nesting_depth`` (used by the live
+executor's client and the rollout generator's) is checked against the depth
+of random JSON values, strings full of brackets and escapes included.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executor import client
-from executor.client import MAX_ANSWER_DEPTH, error_message, nesting_depth, parse_json
+from executor.client import error_message, parse_json
+from simulator.base.jsonread import MAX_ANSWER_DEPTH, nesting_depth
 
 _text = st.text(alphabet=st.sampled_from('ab"\\[]{}\n\u00e9'), max_size=8)
 _values = st.recursive(st.none() | st.booleans() | st.integers() | _text,

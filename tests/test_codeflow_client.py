@@ -66,6 +66,15 @@ def test_retries_on_429_and_500_then_succeeds(tmp_path):
                and r.token_source == "usage" for r in res.values())
 
 
+def test_an_answer_nested_30000_deep_is_malformed_and_retried_not_a_crash(tmp_path):
+    """Python's JSON parser recurses: such an answer used to raise RecursionError out of the whole run."""
+    deep = "[" * 30000 + "]" * 30000
+    with FakeServer(lambda body, seen: Reply(text=deep)) as server:
+        res = run_many(_cfg(server, max_tries=2), _reqs(2), tmp_path / "j.jsonl", progress=False)
+    assert server.total == 4
+    assert all(not r.ok and "nests deeper than" in r.error for r in res.values())
+
+
 def test_gives_up_after_max_tries_and_does_not_journal(tmp_path):
     with FakeServer(lambda body, seen: Reply(status=502)) as server:
         res = run_many(_cfg(server, max_tries=3), _reqs(2), tmp_path / "j.jsonl",

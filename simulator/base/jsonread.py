@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from .errors import ConfigError
@@ -151,4 +152,33 @@ def load_json_file(path: str | os.PathLike, *, what: str = "file", max_bytes: in
     return loads_checked(raw, where, **kw)
 
 
-__all__ = ["INT_LIMIT", "JsonRefused", "load_json_file", "loads_checked", "loads_strict"]
+#: the deepest nesting a server's answer is parsed at (a chat completion nests about 6 deep). Python's parser
+#: recurses, so a 30,000-deep array ran it to the interpreter's recursion limit, where anything else called
+#: meanwhile (a finalizer, a collector's callback, pytest's unraisable hook) fails too: CI saw a RecursionError
+#: that even the hook reporting it could not format. Deeper answers are refused before a parser sees them (the
+#: live executor's client, the rollout generator's client).
+MAX_ANSWER_DEPTH = 64
+#: a JSON string, escapes included (unrolled: linear on any input)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS_ONLY = {c: None for c in range(128) if chr(c) not in "[]{}"}
+
+
+def nesting_depth(text: str, limit: int = MAX_ANSWER_DEPTH) -> int:
+    """How deep the text's arrays and objects nest outside its strings (counting stops past ``limit``),
+    without recursion; a text that is not JSON gets some number, and its parse says the rest."""
+    depth = deepest = 0
+    for ch in _JSON_STRING.sub("", text).translate(_BRACKETS_ONLY):
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+
+__all__ = ["INT_LIMIT", "MAX_ANSWER_DEPTH", "JsonRefused", "load_json_file", "loads_checked", "loads_strict",
+           "nesting_depth"]
