@@ -51,7 +51,7 @@ import httpx
 
 from simulator.base.errors import ConfigError, UserError
 from simulator.base.io_utils import dumps_compact_strict, naming
-from simulator.base.jsonread import MAX_ANSWER_DEPTH, nesting_depth
+from simulator.base.jsonread import refuse_deep_answer
 
 log = logging.getLogger(__name__)
 
@@ -342,8 +342,7 @@ class ChatClient:
                     status = resp.status_code
                     if status == 200:
                         try:
-                            if nesting_depth(resp.text) > MAX_ANSWER_DEPTH:  # before a recursive parser sees it
-                                raise ValueError(f"the answer nests deeper than {MAX_ANSWER_DEPTH} levels")
+                            refuse_deep_answer(resp.text)  # before a recursive parser sees it
                             return self._parse(req, resp.json(), latency,
                                                time.perf_counter() - t_start, attempt + 1, sha)
                         except (ValueError, TypeError, AttributeError) as exc:

@@ -63,7 +63,7 @@ from executor.endpoints import Endpoint, request_secrets
 from executor.gateway import TIMEOUT_STATUSES, error_billing, gateway_retries
 from executor.ledger import RELEASED, SETTLED, UNBILLED, billing_of
 from executor.redact import redact
-from simulator.base.jsonread import MAX_ANSWER_DEPTH, nesting_depth
+from simulator.base.jsonread import MAX_ANSWER_DEPTH, nesting_depth, refuse_deep_answer
 
 #: faults a sample retries (with a fresh reservation when the last one may have been billed)
 RETRYABLE = frozenset({"http_429", "http_5xx", "gw_timeout", "connect", "reset", "timeout", "decode_error", "too_large",
@@ -144,8 +144,7 @@ def same_model(asked: str, answered: Any) -> bool:
 def parse_json(text: str) -> tuple[Any, bool]:
     """(data, duplicate keys seen) of an answer's text; ValueError when it is not JSON or nests deeper than
     :data:`MAX_ANSWER_DEPTH` (refused before parsing: Python's parser recurses)."""
-    if nesting_depth(text) > MAX_ANSWER_DEPTH:
-        raise ValueError(f"the answer nests deeper than {MAX_ANSWER_DEPTH} levels")
+    refuse_deep_answer(text)
     dup = [False]
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -209,7 +208,7 @@ def error_message(raw: bytes) -> str:
     text = raw[:4096].decode("utf-8", "replace")
     try:
         data = json.loads(text) if nesting_depth(text) <= MAX_ANSWER_DEPTH else None
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text itself
+    except ValueError:  # not JSON (or nested too deep, never parsed): the text itself
         data = None
     msg: Any = None
     if isinstance(data, dict):

@@ -179,6 +179,11 @@ def nesting_depth(text: str, limit: int = MAX_ANSWER_DEPTH) -> int:
     return deepest
 
 
+def refuse_deep_answer(text: str) -> None:
+    """ValueError when a server's answer nests deeper than :data:`MAX_ANSWER_DEPTH` (call before parsing it)."""
+    if nesting_depth(text) > MAX_ANSWER_DEPTH:
+        raise ValueError(f"the answer nests deeper than {MAX_ANSWER_DEPTH} levels")
+
 
 __all__ = ["INT_LIMIT", "MAX_ANSWER_DEPTH", "JsonRefused", "load_json_file", "loads_checked", "loads_strict",
-           "nesting_depth"]
+           "nesting_depth", "refuse_deep_answer"]
