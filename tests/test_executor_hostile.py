@@ -36,7 +36,9 @@ from tests.executor_helpers import ENV, POOL, ROOT, cli, kept_deadline, nominal,
 
 async def _runs(wf, pool, method, budget, deadline, trials, *, scale=0.01, classes=("ok",), schedule=None,
                 params=None, options=None, seed=7, endpoints_edit=None, concurrency=25, **hostile):
-    """``trials`` live runs against one hostile world: [(result, trace events, wall s)], the world."""
+    """``trials`` live runs against one hostile world: [(result, trace events, wall s)], the world. Runs warm up
+    by default (every kernel compiled before the deadline's clock starts, as ``executor run`` does): on a cold
+    numba cache the first planner call compiled on the clock and the run ended before its first request."""
     clock = Clock(scale)
     world = HostileWorld(pool, seed=seed, clock=clock, classes=classes, schedule=schedule,
                          tasks={wf.dag_row: wf.tasks}, **hostile)
@@ -53,7 +55,7 @@ async def _runs(wf, pool, method, budget, deadline, trials, *, scale=0.01, class
             async with http_client() as http:
                 async with open_run(wf, eps, method, RunSpec(budget=budget, deadline=deadline, trial=trial),
                                     http=http, clock=clock, trace=tr, params=params,
-                                    options=options or Options(backoff_base_s=0.01)) as run:
+                                    options=options or Options(warm_up=True, backoff_base_s=0.01)) as run:
                     res = await run.run()
             return res, tr.events, time.perf_counter() - t0
 
