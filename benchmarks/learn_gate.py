@@ -19,8 +19,13 @@ rebuild is tested against the unperturbed P0; it is rejected when any |z| passes
 the Bonferroni bound for a 5% family-wise level. **Censoring**: ``sequential_2``
 runs in batches of 2 (``sequential_2``) with ``--cancel-siblings`` at a tight deadline (many requests cancelled on
 the wire) are rebuilt twice, dropping the censored requests (naive) and with the
-Kaplan-Meier rows; the latency z-scores of the pairs with censoring show the
-naive estimate failing and the censoring-aware one passing.
+Kaplan-Meier rows; the latency z-scores of the pairs with censoring, each
+estimate against its own standard error (the naive one: a mean of the complete
+observations; the Kaplan-Meier rows: the KM mean's Greenwood-type error plus
+the donors' noise, :func:`poolbuild.censored.imputed_mean_var`), show the
+naive estimate failing and the censoring-aware one passing. The loopback
+runs' trace ids are keyed by their inputs (:func:`executor.agree.loopback_trace_ids`),
+so the donors, keyed by trace id, are the same on every rerun.
 
 ``python -m benchmarks.learn_gate --seeds 20 --per-pair 30`` writes
 ``benchmarks/results_learn_gate.json`` (the numbers in benchmarks/README.md).
@@ -47,6 +52,7 @@ from executor.tasks import load_tasks
 from executor.workflow import check_workflow, pool_workflow_doc
 from executor.world import World
 from poolbuild.bootstrap import logit, logit_var, quote_z, resample_runs
+from poolbuild.censored import imputed_mean_var
 from poolbuild.from_traces import Graph, Obs, build_line, collect, trace_files
 from simulator.base import cliargs
 from simulator.base.io_utils import atomic_write_json
@@ -176,7 +182,8 @@ def aggregate(zs: list[dict[str, Any]]) -> dict[str, Any]:
 def censoring_demo(seed: int = 0, runs: int = 200, deadline_ratio: float = 1.0,
                    method: str = "sequential_2") -> dict[str, Any]:
     """``sequential_2`` (batches of 2) with --cancel-siblings at a tight deadline: latency z of the pairs with
-    censored requests, rebuilt naively (censored ones dropped) and with the Kaplan-Meier rows."""
+    censored requests, rebuilt naively (censored ones dropped) and with the Kaplan-Meier rows, each against its own
+    standard error (``se``; the KM rows' in two parts, ``se_km`` and ``se_imputation``)."""
     pool, raw, wfile = _workflow()
     wf = make_workflow(pool, 0, POOL, None, "", None, "token_cost_mean")
     b, d = Limits.ratios(4.0, deadline_ratio).resolve(wf.arr, f"{wf.source}: ")
@@ -189,18 +196,23 @@ def censoring_demo(seed: int = 0, runs: int = 200, deadline_ratio: float = 1.0,
     out = []
     for (v, m), t in sorted(true.items()):
         mine = [o for o in c.obs if (o.node, o.model) == (v, m)]
-        cens = sum(1 for o in mine if not o.lat_observed)
+        cens = [o.lat for o in mine if not o.lat_observed]
         complete = [o.lat for o in mine if o.lat_observed and o.tok_observed and o.success is not None]
         if not cens or not complete:
             continue
-        # one yardstick for both: the standard error of a mean of the uncensored observations
-        se = float(t["latency"].std()) / math.sqrt(len(complete))
-        for name, line in (("naive", naive), ("kaplan_meier", aware)):
+        # each estimate against its own sampling error: the naive one is a mean of the complete observations;
+        # the Kaplan-Meier rows' mean has the KM mean's error plus the donors' (poolbuild.censored)
+        se_naive = float(t["latency"].std()) / math.sqrt(len(complete))
+        v_km, v_imp = imputed_mean_var(np.array(complete + cens), np.array([True] * len(complete)
+                                                                            + [False] * len(cens)))
+        for name, line, se in (("naive", naive, se_naive), ("kaplan_meier", aware, math.sqrt(v_km + v_imp))):
             node = next(n for n in line["nodes"] if int(n["node_id"]) == v)
             got = float(np.mean([r["latency"] for r in node["empirical_samples_by_model"][m]]))
             out.append({"node": v, "model": m, "estimate": name, "z": (got - float(t["latency"].mean())) / se,
-                        "mean": got, "truth": float(t["latency"].mean()), "complete": len(complete),
-                        "censored": cens, "dropped": node["model_node_metadata"][m]["dropped_censored"]})
+                        "se": se, "mean": got, "truth": float(t["latency"].mean()), "complete": len(complete),
+                        "censored": len(cens), "dropped": node["model_node_metadata"][m]["dropped_censored"],
+                        **({"se_km": math.sqrt(v_km), "se_imputation": math.sqrt(v_imp)}
+                           if name == "kaplan_meier" else {})})
     return {"method": method, "runs": runs, "deadline_ratio": deadline_ratio, "seed": seed, "pairs": out}
 
 

@@ -13,6 +13,8 @@ rate, mean spend) are within ``z`` (3) standard errors.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -167,6 +169,44 @@ def paired(live: Side, sim: Side, limit: int = 10) -> dict[str, Any]:
             "first_differing": differ[:limit]}
 
 
+def _feed(h: Any, obj: Any) -> None:
+    """Feed ``obj``'s content to ``h``: arrays by their bytes, dataclasses, mappings and sequences member by member,
+    anything else by its repr (an object whose repr is its address makes the digest random: never a false match)."""
+    if isinstance(obj, np.ndarray):
+        h.update(f"A{obj.dtype}{obj.shape}".encode())
+        h.update(np.ascontiguousarray(obj).tobytes())
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        h.update(type(obj).__name__.encode())
+        for f in dataclasses.fields(obj):
+            h.update(f.name.encode())
+            _feed(h, getattr(obj, f.name))
+    elif isinstance(obj, Mapping):
+        h.update(b"M%d" % len(obj))
+        for k in sorted(obj, key=repr):
+            h.update(repr(k).encode())
+            _feed(h, obj[k])
+    elif isinstance(obj, list | tuple):
+        h.update(b"L%d" % len(obj))
+        for x in obj:
+            _feed(h, x)
+    else:
+        h.update(repr(obj).encode())
+        h.update(b"\0")
+
+
+def loopback_trace_ids(inputs: Mapping[str, Any], runs: int) -> list[str]:
+    """The trace ids of ``runs`` loopback runs on the virtual clock, keyed by everything the runs are a function of
+    (``inputs``: the workflow and its planner arrays, the world's pool line, the method, limits, seeds, options,
+    faults, concurrency, ...) and the trial. Such a run is reproducible (the world draws keyed rows and model time
+    moves only when nothing else can), so its identity is too: a pool learned from its traces imputes the same rows
+    on every rerun (the imputation of a censored request is keyed by its trace id), and the same run's trace met
+    twice is counted once, as it should be, while runs of other inputs never share an id."""
+    h = hashlib.sha256(b"loopback-trace/1")
+    _feed(h, inputs)
+    h.update(b"runs%d" % runs)
+    return [hashlib.sha256(h.digest() + b"trial%d" % t).hexdigest()[:32] for t in range(runs)]
+
+
 async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline: float, runs: int, *,
                         scale: float, seed: int, world_seed: int, params: Mapping[str, Any] | None = None,
                         concurrency: int = 200, options: Options | None = None, trace_dir: str | None = None,
@@ -174,6 +214,12 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
                         ) -> tuple[list[RunResult], World]:
     """N live runs (at most ``concurrency`` at once) against an in-process loopback world on 127.0.0.1."""
     clock = VirtualClock(scale) if (virtual and pausable) else Clock(scale, pausable=pausable)
+    trace_ids: list[str | None] = [None] * runs  # on a wall clock a run is not reproducible: random ids
+    if isinstance(clock, VirtualClock):
+        trace_ids = list(loopback_trace_ids(
+            {"workflow": wf, "world_line": pool.raw(wf.dag_row), "method": method, "budget": budget,
+             "deadline": deadline, "scale": scale, "seed": seed, "world_seed": world_seed, "params": params,
+             "concurrency": concurrency, "options": options, "faults": faults, "usage": usage}, runs))
     world = World(pool, seed=world_seed, clock=clock, faults=faults, usage=usage,
                   tasks={wf.dag_row: wf.tasks})
     await world.start()
@@ -185,7 +231,7 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
         async def one(trial: int) -> RunResult:
             async with gate, http_client() as http:  # one connection pool per run (see http_client)
                 path = str(Path(trace_dir) / f"trial_{trial:05d}.jsonl") if trace_dir else None
-                trace = Trace(path, fsync=(options or Options()).fsync)
+                trace = Trace(path, fsync=(options or Options()).fsync, trace_id=trace_ids[trial])
                 try:
                     spec = RunSpec(budget=budget, deadline=deadline, seed=seed, trial=trial)
                     async with open_run(wf, endpoints, method, spec, http=http, clock=clock, trace=trace,

@@ -171,10 +171,11 @@ class RunResult:
         return summarize(self.events)
 
 
-def run_identity(wf: Workflow) -> dict[str, Any]:
-    """The ``run`` event's identity fields: a trace id, the UTC start, the workflow's hash and node names, the
-    executor's version (what a pool learned from traces checks and records, :mod:`poolbuild.from_traces`)."""
-    return {"trace_id": uuid.uuid4().hex, "started_utc": datetime.now(UTC).isoformat(timespec="microseconds"),
+def run_identity(wf: Workflow, trace_id: str | None = None) -> dict[str, Any]:
+    """The ``run`` event's identity fields: a trace id (``trace_id``, else a random one), the UTC start, the
+    workflow's hash and node names, the executor's version (what a pool learned from traces checks and records,
+    :mod:`poolbuild.from_traces`)."""
+    return {"trace_id": trace_id or uuid.uuid4().hex, "started_utc": datetime.now(UTC).isoformat(timespec="microseconds"),
             "workflow_hash": wf.workflow_hash or None,
             "node_names": {str(k): v for k, v in wf.node_names.items()} or None,
             "executor_version": EXECUTOR_VERSION}
@@ -321,7 +322,7 @@ class LiveRun:
         self._halt = asyncio.get_running_loop().create_future()
         if self._pending_halt is not None:
             self._halt.set_result(self._pending_halt)
-        self.trace.write("run", **run_identity(self.wf), method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
+        self.trace.write("run", **run_identity(self.wf, self.trace.trace_id), method=self.method, problem_id=st.problem_id, dag=self.wf.dag_row,
                          source=self.wf.source, n_nodes=self.n, node_ids=self.node_ids, budget=self.budget,
                          deadline_s=self.deadline, cost_mode=self.wf.cost_mode, time_scale=self.clock.scale,
                          clock_pauses_for_planning=self.clock.pausable, seed=self.seed, trial=self.trial,

@@ -93,10 +93,13 @@ _SYNCER = _Syncer()
 class Trace:
     """Append-only JSONL trace (``path`` None: events are kept in memory only, as ``agree`` does)."""
 
-    def __init__(self, path: str | os.PathLike | None, fsync: str = "background") -> None:
+    def __init__(self, path: str | os.PathLike | None, fsync: str = "background", trace_id: str | None = None,
+                 ) -> None:
         if fsync not in ("background", "inline"):
             raise ValueError(f"fsync must be 'background' or 'inline', got {fsync!r}")
         self.path = Path(path) if path is not None else None
+        #: the run's identity in its ``run`` event; None: a random one (a run on real endpoints is never repeated)
+        self.trace_id = trace_id
         self.events: list[dict[str, Any]] = []
         self._fh = None
         self._fsync = fsync

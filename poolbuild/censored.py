@@ -82,12 +82,18 @@ def km_mean(values: np.ndarray, observed: np.ndarray) -> float:
     return float(np.sum(mass * ts) / max(np.sum(mass), 1e-300))
 
 
+def _donor_pool(values: np.ndarray, candidates: np.ndarray, threshold: float, strict: bool) -> np.ndarray:
+    """The candidates a value censored at ``threshold`` may take its donor from (``strict``: above it, else at or
+    above it)."""
+    return candidates[(values[candidates] > threshold) if strict else (values[candidates] >= threshold)]
+
+
 def donor(values: np.ndarray, weights: np.ndarray, candidates: np.ndarray, threshold: float, strict: bool,
           u: float) -> int:
     """The index of the donor of a value censored at ``threshold``: among ``candidates`` (observed) with value
     above it (``strict``: >, else >=), drawn with probability proportional to ``weights`` by the uniform ``u``;
     -1 when there is none."""
-    sel = candidates[(values[candidates] > threshold) if strict else (values[candidates] >= threshold)]
+    sel = _donor_pool(values, candidates, threshold, strict)
     if len(sel) == 0:
         return -1
     w = weights[sel]
@@ -96,3 +102,61 @@ def donor(values: np.ndarray, weights: np.ndarray, candidates: np.ndarray, thres
         return int(sel[min(int(u * len(sel)), len(sel) - 1)])
     cum = np.cumsum(w) / total
     return int(sel[min(int(np.searchsorted(cum, u, side="right")), len(sel) - 1)])
+
+
+# -- uncertainty -----------------------------------------------------------------------------
+
+
+def km_mean_var(values: np.ndarray, observed: np.ndarray) -> float:
+    """The sampling variance of the KM mean: the Greenwood-type estimate for the mean restricted to the largest
+    observed value tau (Klein and Moeschberger, *Survival Analysis*, 2nd ed., section 4.5)::
+
+        Var = sum over distinct observed values t_k of A_k^2 d_k / (n_k (n_k - d_k)),  A_k = integral of S from t_k to tau
+
+    With nothing censored it is the plug-in variance of a sample mean, sum (x - mean)^2 / n^2. When the largest
+    value is censored, :func:`km_mean` is the mean given a value at most tau, which differs from the restricted
+    mean by the mass left beyond tau (``dropped_censored`` counts what it stands for); the variance is the
+    restricted mean's."""
+    values = np.asarray(values, dtype=float)
+    observed = np.asarray(observed, dtype=bool)
+    ts, surv = km_survival(values, observed)
+    if len(ts) == 0:
+        return float("nan")
+    seg = surv[:-1] * np.diff(ts)  # the area under S over [t_k, t_k+1)
+    area = np.concatenate([np.cumsum(seg[::-1])[::-1], [0.0]])  # A_k: from t_k to tau
+    at_risk = np.array([np.sum(values >= t) for t in ts], dtype=float)
+    deaths = np.array([np.sum((values == t) & observed) for t in ts], dtype=float)
+    alive = at_risk - deaths
+    terms = np.where(alive > 0, area ** 2 * deaths / (at_risk * np.maximum(alive, 1.0)), 0.0)
+    return float(terms.sum())
+
+
+def donor_var(values: np.ndarray, weights: np.ndarray, candidates: np.ndarray, threshold: float,
+              strict: bool) -> float | None:
+    """The variance of the value :func:`donor` gives an observation censored at ``threshold`` (over its uniform);
+    None when there is no donor (the observation is dropped)."""
+    sel = _donor_pool(values, candidates, threshold, strict)
+    if len(sel) == 0:
+        return None
+    w = weights[sel]
+    p = w / w.sum() if float(w.sum()) > 0 else np.full(len(sel), 1.0 / len(sel))
+    x = values[sel]
+    mean = float(p @ x)
+    return float(p @ (x - mean) ** 2)
+
+
+def imputed_mean_var(values: np.ndarray, observed: np.ndarray, strict: bool = True) -> tuple[float, float]:
+    """(sampling, imputation) variance of the mean of the rows :func:`poolbuild.from_traces.live_rows` makes of
+    these observations: the observed ones as they are and each censored one replaced by a donor (dropped when it
+    has none). Given the observations, the rows' mean is the KM mean (its expectation over the donors) plus the
+    donors' own noise, independent across censored observations: the first part varies as :func:`km_mean_var`
+    says, the second is the sum of the donors' variances over the rows' count squared. A z-score of the rows'
+    mean against a truth divides by the root of their sum."""
+    values = np.asarray(values, dtype=float)
+    observed = np.asarray(observed, dtype=bool)
+    weights = km_jumps(values, observed)
+    cand = np.flatnonzero(observed)
+    spreads = [donor_var(values, weights, cand, float(c), strict) for c in values[~observed]]
+    kept = [s for s in spreads if s is not None]
+    rows = len(cand) + len(kept)
+    return km_mean_var(values, observed), (sum(kept) / rows ** 2 if rows else float("nan"))

@@ -8,6 +8,13 @@ are cancelled the naive estimate (censored requests dropped) must fail where
 the Kaplan-Meier one passes. This runs ``python -m benchmarks.learn_gate`` (the
 same command as the full gate) at a smaller size: 3 seeds at 20 observations
 per pair, 2 perturbed replications, 120 runs for the censoring comparison.
+
+The censoring comparison is reproducible: its runs, their keyed trace ids and
+so the donors drawn for their censored requests are the same on every rerun
+(Kaplan-Meier z from -1.84 to +1.82 on its own standard error; naive -5.33 to
+-3.50). Before, random trace ids drew other donors each time and the z was
+taken on the complete observations' error alone, which leaves out the donors'
+noise (a tenth to a sixth of the variance here): one CI run met +3.24.
 """
 
 from __future__ import annotations

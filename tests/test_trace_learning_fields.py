@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -24,7 +26,7 @@ from executor.live import Options
 from executor.trace import read_trace
 from executor.workflow import load_workflow
 from simulator.costs.limits import Limits
-from tests.executor_helpers import POOL, cli, workflow
+from tests.executor_helpers import ENV, POOL, ROOT, cli, workflow
 
 
 def _episodes(tmp_path, method="sequential", runs=120, concurrency=30, budget_ratio=1.0, deadline_ratio=1.0,
@@ -35,6 +37,29 @@ def _episodes(tmp_path, method="sequential", runs=120, concurrency=30, budget_ra
                                          concurrency=concurrency, trace_dir=str(tmp_path), options=options))
     traces = [read_trace(f)[0] for f in sorted(glob.glob(str(tmp_path / "*.jsonl")))]
     return wf, world, traces
+
+
+def _trace_ids(folder) -> list[str]:
+    return [read_trace(f)[0][0]["trace_id"] for f in sorted(glob.glob(str(folder / "*.jsonl")))]
+
+
+def test_a_loopback_runs_trace_id_is_a_function_of_its_inputs(tmp_path):
+    """On the virtual clock a loopback run is reproducible, so its trace id is keyed by its inputs: the same
+    episodes in another process give the same ids (a pool learned from them imputes the same rows on a rerun;
+    before, random ids made the learning gate's Kaplan-Meier z differ run to run), and other inputs (a budget,
+    cancelling siblings) give ids of their own, so a pool learned from both counts every run."""
+    _episodes(tmp_path / "a", runs=6, concurrency=6)
+    code = ("import sys; from pathlib import Path; from tests.test_trace_learning_fields import _episodes; "
+            "_episodes(Path(sys.argv[1]), runs=6, concurrency=6)")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "b")], cwd=ROOT, env=ENV, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    a = _trace_ids(tmp_path / "a")
+    assert len(a) == len(set(a)) == 6 and _trace_ids(tmp_path / "b") == a
+    _episodes(tmp_path / "c", runs=6, concurrency=6, budget_ratio=1.5)
+    _episodes(tmp_path / "d", runs=6, concurrency=6, options=Options(cancel_siblings=True))
+    ids = a + _trace_ids(tmp_path / "c") + _trace_ids(tmp_path / "d")
+    assert len(set(ids)) == 18
 
 
 @pytest.mark.slow
