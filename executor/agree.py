@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,12 +214,12 @@ async def live_episodes(wf: Workflow, pool, method: str, budget: float, deadline
                         ) -> tuple[list[RunResult], World]:
     """N live runs (at most ``concurrency`` at once) against an in-process loopback world on 127.0.0.1."""
     clock = VirtualClock(scale) if (virtual and pausable) else Clock(scale, pausable=pausable)
-    trace_ids: list[str | None] = [None] * runs  # on a wall clock a run is not reproducible: random ids
+    trace_ids: Sequence[str | None] = [None] * runs  # on a wall clock a run is not reproducible: random ids
     if isinstance(clock, VirtualClock):
-        trace_ids = list(loopback_trace_ids(
+        trace_ids = loopback_trace_ids(
             {"workflow": wf, "world_line": pool.raw(wf.dag_row), "method": method, "budget": budget,
              "deadline": deadline, "scale": scale, "seed": seed, "world_seed": world_seed, "params": params,
-             "concurrency": concurrency, "options": options, "faults": faults, "usage": usage}, runs))
+             "concurrency": concurrency, "options": options, "faults": faults, "usage": usage}, runs)
     world = World(pool, seed=world_seed, clock=clock, faults=faults, usage=usage,
                   tasks={wf.dag_row: wf.tasks})
     await world.start()

@@ -148,8 +148,8 @@ def donor_var(values: np.ndarray, weights: np.ndarray, candidates: np.ndarray, t
 def imputed_mean_var(values: np.ndarray, observed: np.ndarray, strict: bool = True) -> tuple[float, float]:
     """(sampling, imputation) variance of the mean of the rows :func:`poolbuild.from_traces.live_rows` makes of
     these observations: the observed ones as they are and each censored one replaced by a donor (dropped when it
-    has none). Given the observations, the rows' mean is the KM mean (its expectation over the donors) plus the
-    donors' own noise, independent across censored observations: the first part varies as :func:`km_mean_var`
+    has none). Given the observations, the rows' mean is the KM mean (its expectation over the donors, exactly when
+    none is dropped) plus the donors' own noise, independent across censored observations: the first part varies as :func:`km_mean_var`
     says, the second is the sum of the donors' variances over the rows' count squared. A z-score of the rows'
     mean against a truth divides by the root of their sum."""
     values = np.asarray(values, dtype=float)
