@@ -63,7 +63,7 @@ from executor.endpoints import Endpoint, request_secrets
 from executor.gateway import TIMEOUT_STATUSES, error_billing, gateway_retries
 from executor.ledger import RELEASED, SETTLED, UNBILLED, billing_of
 from executor.redact import redact
-from simulator.base.jsonread import MAX_ANSWER_DEPTH, nesting_depth, refuse_deep_answer
+from simulator.base.jsonread import refuse_deep_answer
 
 #: faults a sample retries (with a fresh reservation when the last one may have been billed)
 RETRYABLE = frozenset({"http_429", "http_5xx", "gw_timeout", "connect", "reset", "timeout", "decode_error", "too_large",
@@ -143,7 +143,7 @@ def same_model(asked: str, answered: Any) -> bool:
 
 def parse_json(text: str) -> tuple[Any, bool]:
     """(data, duplicate keys seen) of an answer's text; ValueError when it is not JSON or nests deeper than
-    :data:`MAX_ANSWER_DEPTH` (refused before parsing: Python's parser recurses)."""
+    :data:`simulator.base.jsonread.MAX_ANSWER_DEPTH` (refused before parsing: Python's parser recurses)."""
     refuse_deep_answer(text)
     dup = [False]
 
@@ -207,8 +207,9 @@ def error_message(raw: bytes) -> str:
     """The server's own words in an error answer (``error.message``, ``error``, ``detail`` or the text), one line."""
     text = raw[:4096].decode("utf-8", "replace")
     try:
-        data = json.loads(text) if nesting_depth(text) <= MAX_ANSWER_DEPTH else None
-    except ValueError:  # not JSON (or nested too deep, never parsed): the text itself
+        refuse_deep_answer(text)
+        data = json.loads(text)
+    except ValueError:  # not JSON, or nested too deep (never parsed): the text itself
         data = None
     msg: Any = None
     if isinstance(data, dict):

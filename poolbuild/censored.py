@@ -43,18 +43,24 @@ from __future__ import annotations
 import numpy as np
 
 
-def km_survival(values: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct observed values t_k ascending, S(t_k)) of the product-limit estimator."""
+def _product_limit(values: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(distinct observed values t_k ascending, n_k observations >= t_k, d_k observed ones equal to t_k, S(t_k)):
+    the estimate and what its variance is made of (the counts by sorting, not a pass over the values per t_k)."""
     values = np.asarray(values, dtype=float)
     observed = np.asarray(observed, dtype=bool)
-    ts = np.unique(values[observed])
+    ts, deaths = np.unique(values[observed], return_counts=True)
+    at_risk = len(values) - np.searchsorted(np.sort(values), ts, side="left")
     surv = np.empty(len(ts))
     s = 1.0
-    for k, t in enumerate(ts):
-        at_risk = int(np.sum(values >= t))
-        deaths = int(np.sum((values == t) & observed))
-        s *= 1.0 - deaths / at_risk
+    for k in range(len(ts)):
+        s *= 1.0 - int(deaths[k]) / int(at_risk[k])
         surv[k] = s
+    return ts, at_risk, deaths, surv
+
+
+def km_survival(values: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct observed values t_k ascending, S(t_k)) of the product-limit estimator."""
+    ts, _, _, surv = _product_limit(values, observed)
     return ts, surv
 
 
@@ -117,15 +123,12 @@ def km_mean_var(values: np.ndarray, observed: np.ndarray) -> float:
     value is censored, :func:`km_mean` is the mean given a value at most tau, which differs from the restricted
     mean by the mass left beyond tau (``dropped_censored`` counts what it stands for); the variance is the
     restricted mean's."""
-    values = np.asarray(values, dtype=float)
-    observed = np.asarray(observed, dtype=bool)
-    ts, surv = km_survival(values, observed)
+    ts, n_k, d_k, surv = _product_limit(values, observed)
     if len(ts) == 0:
         return float("nan")
     seg = surv[:-1] * np.diff(ts)  # the area under S over [t_k, t_k+1)
     area = np.concatenate([np.cumsum(seg[::-1])[::-1], [0.0]])  # A_k: from t_k to tau
-    at_risk = np.array([np.sum(values >= t) for t in ts], dtype=float)
-    deaths = np.array([np.sum((values == t) & observed) for t in ts], dtype=float)
+    at_risk, deaths = n_k.astype(float), d_k.astype(float)
     alive = at_risk - deaths
     terms = np.where(alive > 0, area ** 2 * deaths / (at_risk * np.maximum(alive, 1.0)), 0.0)
     return float(terms.sum())
