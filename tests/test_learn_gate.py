@@ -51,6 +51,20 @@ def test_the_gate_at_ci_size(tmp_path):
     assert (np.abs(km) < 3).all(), pairs
 
 
+def test_the_censoring_comparison_alone_is_one_command(tmp_path):
+    """``--censoring-only METHOD`` runs the naive vs Kaplan-Meier comparison alone (the README's limit case is
+    ``sequential_4``) and writes it beside ``--out``: each pair scored twice, each estimate on its own SE."""
+    r = subprocess.run([sys.executable, "-m", "benchmarks.learn_gate", "--censoring-only", "sequential_2",
+                        "--censoring-runs", "30", "--out", str(tmp_path / "gate.json")],
+                       cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "results_learn_gate_censoring_sequential_2.json").read_text())
+    assert res["method"] == "sequential_2" and res["runs"] == 30 and res["pairs"]
+    assert {p["estimate"] for p in res["pairs"]} == {"naive", "kaplan_meier"}
+    assert all(p["se"] > 0 for p in res["pairs"]) and len(r.stdout.splitlines()) == len(res["pairs"])
+    assert not (tmp_path / "gate.json").exists()
+
+
 def test_replications_summary_counts_by_hand(tmp_path):
     """``--replications``: each seed's z-scores and the pass counts of the end-to-end and quote checks."""
     (tmp_path / "results_learn_gate_e2e.json").write_text(json.dumps({"cells": [{"z": -1.0}, {"z": 2.5}]}))
